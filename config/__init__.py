@@ -1,0 +1,1 @@
+"""Stack configuration: pydantic models, validation and the places settings are read from."""

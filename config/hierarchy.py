@@ -1,0 +1,201 @@
+"""Checks on the queue tree as a whole.
+
+KAI itself is lenient in ways that hurt: it never schedules into a non-leaf
+queue (silently), drops a queue whose parent is missing together with its
+children, and its check that children's quotas fit in the parent is an
+off-by-default warning. So the tree is validated here, before anything exists.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cached_property
+
+from config.issues import ConfigIssue
+from config.queues import RESOURCES, UNITS, QueueConfig, ResourceName
+from config.types import UNLIMITED, plain_number
+
+ADMISSION_PROBE_QUEUE = "gpu-tenancy-admission-probe"
+"""Submitted as a dry run by KAI's readiness gate; a real queue of that name would block the gate."""
+
+RESERVED_QUEUES = {
+    "default-parent-queue": "is created and owned by the KAI chart",
+    "default-queue": "is created and owned by the KAI chart",
+    ADMISSION_PROBE_QUEUE: "is reserved for the KAI readiness gate's probe",
+}
+
+QUOTA_TOLERANCE = Decimal("0.000001")
+"""Slack for decimal rounding in quota sums (3 x 0.3333 fits in 1), far below any real share."""
+
+
+@dataclass(frozen=True)
+class QueueTree:
+    """An index over the queue list: who is whose child, and where each queue sits in the config."""
+
+    queues: Sequence[QueueConfig]
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        return {q.name: i for i, q in reversed(list(enumerate(self.queues)))}
+
+    @cached_property
+    def children(self) -> dict[str, list[QueueConfig]]:
+        tree: dict[str, list[QueueConfig]] = {q.name: [] for q in self.queues}
+        for queue in self.queues:
+            if queue.parent_queue in tree:
+                tree[queue.parent_queue].append(queue)
+        return tree
+
+    def is_leaf(self, name: str) -> bool:
+        return not self.children.get(name)
+
+    @property
+    def leaves(self) -> list[str]:
+        return [q.name for q in self.queues if self.is_leaf(q.name)]
+
+    def parents_first(self) -> list[QueueConfig]:
+        """Roots, then their children, and so on, keeping config order within a level.
+
+        Assumes a sound tree (no cycles, no missing parents).
+        """
+        ordered: list[QueueConfig] = []
+        level = [q for q in self.queues if q.parent_queue is None]
+        while level:
+            ordered.extend(level)
+            level = [kid for parent in level for kid in self.children[parent.name]]
+        return ordered
+
+
+def structural_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
+    """Names, parents and cycles: problems that make the tree meaningless."""
+    issues: list[ConfigIssue] = []
+    seen: set[str] = set()
+    names = {q.name for q in queues}
+    for i, queue in enumerate(queues):
+        if queue.name in seen:
+            issues.append(
+                ConfigIssue((i, "name"), queue.name, "is already used by an earlier queue: queue names must be unique")
+            )
+        seen.add(queue.name)
+        if queue.name in RESERVED_QUEUES:
+            issues.append(ConfigIssue((i, "name"), queue.name, f"{RESERVED_QUEUES[queue.name]}: choose another name"))
+        parent = queue.parent_queue
+        if parent is None:
+            continue
+        if parent == queue.name:
+            issues.append(ConfigIssue((i, "parentQueue"), parent, "a queue cannot be its own parent"))
+        elif parent not in names:
+            issues.append(
+                ConfigIssue(
+                    (i, "parentQueue"),
+                    parent,
+                    f"names no queue in gpu-tenancy:queues (known: {', '.join(sorted(names))}); "
+                    "KAI would silently drop this queue and its children",
+                )
+            )
+    if not issues:
+        issues.extend(_cycle_issues(queues))
+    return issues
+
+
+def _cycle_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
+    parent_of = {q.name: q.parent_queue for q in queues}
+    index = QueueTree(queues).index
+    reported: set[str] = set()
+    issues = []
+    for queue in queues:
+        chain = [queue.name]
+        current = parent_of[queue.name]
+        while current is not None and current not in chain:
+            chain.append(current)
+            current = parent_of[current]
+        if current is None or current in reported:
+            continue
+        cycle = chain[chain.index(current) :]
+        reported.update(cycle)
+        first = min(cycle, key=index.__getitem__)
+        loop = " -> ".join([*_rotate(cycle, first), first])
+        issues.append(
+            ConfigIssue(
+                (index[first], "parentQueue"),
+                parent_of[first],
+                f"makes a cycle ({loop}): every chain of parentQueue must end at a root queue",
+            )
+        )
+    return issues
+
+
+def _rotate(cycle: list[str], start: str) -> list[str]:
+    i = cycle.index(start)
+    return cycle[i:] + cycle[:i]
+
+
+def _quota(queue: QueueConfig, resource: ResourceName) -> Decimal | None:
+    """The queue's guarantee as an exact decimal, or None for unlimited (-1)."""
+    quota = queue.resources.share(resource).quota
+    return None if quota == UNLIMITED else Decimal(str(quota))
+
+
+def overcommit_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
+    """Children may not be guaranteed more than their parent is."""
+    tree = QueueTree(queues)
+    issues = []
+    for parent in queues:
+        kids = tree.children[parent.name]
+        for resource in RESOURCES:
+            budget = _quota(parent, resource)
+            if not kids or budget is None:
+                continue
+            quotas = [_quota(kid, resource) for kid in kids]
+            listing = ", ".join(
+                f"{kid.name} ({'-1' if q is None else plain_number(float(q))})"
+                for kid, q in zip(kids, quotas, strict=True)
+            )
+            if any(q is None for q in quotas):
+                message = (
+                    f"is a finite guarantee, but its children ask for an unlimited one: {listing}. "
+                    f"Give each child a quota, or set this quota to -1"
+                )
+            else:
+                total = sum(q for q in quotas if q is not None)
+                if total <= budget + QUOTA_TOLERANCE:
+                    continue
+                message = (
+                    f"is less than its children are guaranteed in total ({plain_number(float(total))} "
+                    f"{UNITS[resource]}: {listing}). Lower the children's quotas or raise this one "
+                    f"to at least {plain_number(float(total))}"
+                )
+            issues.append(
+                ConfigIssue(
+                    (tree.index[parent.name], "resources", resource, "quota"),
+                    parent.resources.share(resource).quota,
+                    message,
+                )
+            )
+    return issues
+
+
+def unassigned_warnings(queues: Sequence[QueueConfig]) -> list[str]:
+    """Parents whose guarantee is only partly handed to their children.
+
+    Not an error: the remainder is still shared as over-quota capacity, but no
+    team is promised it, which is usually not what the budget meant.
+    """
+    tree = QueueTree(queues)
+    warnings = []
+    for parent in queues:
+        kids = tree.children[parent.name]
+        for resource in RESOURCES:
+            budget = _quota(parent, resource)
+            quotas = [_quota(kid, resource) for kid in kids]
+            if not kids or budget is None or any(q is None for q in quotas):
+                continue
+            spare = budget - sum(q for q in quotas if q is not None)
+            if spare > QUOTA_TOLERANCE:
+                warnings.append(
+                    f"queue {parent.name!r}: its children are guaranteed "
+                    f"{plain_number(float(budget - spare))} of its {resource} quota of "
+                    f"{plain_number(float(budget))} {UNITS[resource]}; {plain_number(float(spare))} "
+                    f"{UNITS[resource]} is guaranteed to no child and is only shared as over-quota capacity"
+                )
+    return warnings

@@ -1,0 +1,100 @@
+"""Turning validation failures into messages a person can act on.
+
+Every message has the same three parts: the config key path as the user would
+type it (`gpu-tenancy:queues[1].resources.gpu.limit`), the bad value, and what
+would be valid.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+PROJECT = "gpu-tenancy"
+
+Path = tuple[str | int, ...]
+
+
+class ConfigIssue(ValueError):
+    """One problem found by a cross-field check, at a path relative to the model that raised it.
+
+    Raised inside pydantic validators: pydantic keeps the exception object in the
+    error's context, which is how the path survives the trip.
+    """
+
+    def __init__(self, path: Path, value: Any, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.value = value
+        self.message = message
+
+
+class ConfigIssues(ValueError):
+    """Several cross-field problems found at once, reported together."""
+
+    def __init__(self, issues: Sequence[ConfigIssue]) -> None:
+        super().__init__("; ".join(issue.message for issue in issues))
+        self.issues = list(issues)
+
+
+class ConfigError(Exception):
+    """The stack config is invalid. `str()` is the whole, human-readable report."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        count = len(self.problems)
+        heading = "Invalid stack config" + (f" ({count} problems):" if count > 1 else ":")
+        super().__init__("\n".join([heading, *(f"  - {p}" for p in self.problems)]))
+
+
+def key_path(path: Path) -> str:
+    """`('queues', 1, 'resources')` -> `gpu-tenancy:queues[1].resources`."""
+    if not path:
+        return PROJECT
+    head, *rest = path
+    text = f"{PROJECT}:{head}"
+    for part in rest:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def problem(path: Path, value: Any, message: str) -> str:
+    return f"{key_path(path)} = {describe(value)}: {message}"
+
+
+def _missing(path: Path) -> str:
+    return f"{key_path(path)} is required but not set"
+
+
+def problems_from(error: ValidationError, prefix: Path = ()) -> list[str]:
+    """Flatten a pydantic error into one line per problem, expanding our own ConfigIssues."""
+    lines: list[str] = []
+    for detail in error.errors(include_url=False):
+        loc: Path = prefix + tuple(detail["loc"])
+        raised = (detail.get("ctx") or {}).get("error")
+        if isinstance(raised, ConfigIssues):
+            lines.extend(_issue_lines(loc, raised.issues))
+        elif isinstance(raised, ConfigIssue):
+            lines.extend(_issue_lines(loc, [raised]))
+        elif detail["type"] == "missing":
+            lines.append(_missing(loc))
+        elif detail["type"] == "extra_forbidden":
+            lines.append(
+                problem(
+                    loc, detail["input"], "is not a known key: check its spelling against the README's config reference"
+                )
+            )
+        else:
+            lines.append(problem(loc, detail["input"], detail["msg"]))
+    return lines
+
+
+def _issue_lines(base: Path, issues: Iterable[ConfigIssue]) -> list[str]:
+    return [problem(base + issue.path, issue.value, issue.message) for issue in issues]

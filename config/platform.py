@@ -1,0 +1,33 @@
+"""Versions and KAI Scheduler settings: what gets installed on the host cluster, pinned."""
+
+from typing import Any
+
+from pydantic import Field
+
+from config.types import ConfigModel, KubernetesName, PinnedVersion
+
+KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+
+
+class VersionsConfig(ConfigModel):
+    """`gpu-tenancy:versions`: every upstream release the stack installs, pinned exactly."""
+
+    kai_scheduler: PinnedVersion = Field(description="KAI Scheduler Helm chart version, e.g. v0.16.4.")
+    kubectl: PinnedVersion = Field(
+        default="v1.36.0",
+        description="Tag of registry.k8s.io/kubectl, the image of in-cluster readiness gates.",
+    )
+
+
+class KaiSchedulerConfig(ConfigModel):
+    """`gpu-tenancy:kaiScheduler`: optional overrides for the KAI Scheduler release."""
+
+    chart: str = Field(default=KAI_CHART, min_length=1, description="Chart reference (OCI or repo/name).")
+    namespace: KubernetesName = "kai-scheduler"
+    values: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Helm values deep-merged over the defaults ({global: {gpuSharing: true}}).",
+    )
+    ready_timeout_seconds: int = Field(
+        default=900, ge=60, le=3600, description="How long to wait for KAI to admit Queues."
+    )

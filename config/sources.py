@@ -1,0 +1,73 @@
+"""Where settings come from: a running Pulumi program, or a `Pulumi.<stack>.yaml` read offline.
+
+Both paths hand the same dictionary to `parse_stack_config`, so offline tools
+(tests, the planner CLI) see exactly the errors `pulumi up` would show.
+"""
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config.issues import PROJECT, ConfigError, key_path
+from config.stack import StackConfig, parse_stack_config
+
+SECRET_KEYS = frozenset({"kubeconfig"})
+"""Keys that hold credentials: read only as Pulumi secrets, never into the plain model."""
+
+PLAIN_KEYS = frozenset(field.alias or name for name, field in StackConfig.model_fields.items())
+
+
+def split_project_keys(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep `gpu-tenancy:<key>` entries, keyed by `<key>`; other namespaces are not ours."""
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix) :]: value for key, value in raw.items() if key.startswith(prefix)}
+
+
+def unknown_key_problems(keys: Iterable[str]) -> list[str]:
+    known = PLAIN_KEYS | SECRET_KEYS
+    return [
+        f"{key_path((key,))} is not a known key (known: {', '.join(sorted(known))})"
+        for key in sorted(set(keys) - known)
+    ]
+
+
+def load_settings(settings: Mapping[str, Any]) -> StackConfig:
+    """Validate project settings, refusing unknown keys first so a typo is never silently ignored."""
+    unknown = unknown_key_problems(settings)
+    if unknown:
+        raise ConfigError(unknown)
+    return parse_stack_config({k: v for k, v in settings.items() if k in PLAIN_KEYS})
+
+
+def decode_structured(key: str, raw: str | None) -> Any:
+    """Pulumi hands structured config to programs as JSON text; plain strings stay strings."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def read_stack_file(path: Path) -> StackConfig:
+    """Validate `Pulumi.<stack>.yaml` without Pulumi: secrets (`secure:` values) are skipped."""
+    if not path.is_file():
+        raise ConfigError([f"{path} does not exist: create the stack with `pulumi stack init` first"])
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError([f"{path} is not valid YAML: {error}"]) from None
+    settings = split_project_keys(document.get("config") or {})
+    for key in SECRET_KEYS & settings.keys():
+        if not (isinstance(settings[key], Mapping) and "secure" in settings[key]):
+            raise ConfigError(
+                [
+                    f"{key_path((key,))} is stored in plain text in {path.name}: "
+                    f"remove it and run `pulumi config set --secret {PROJECT}:{key} ...`"
+                ]
+            )
+        del settings[key]
+    return load_settings(settings)

@@ -1,0 +1,97 @@
+"""The root of the stack config: every `gpu-tenancy:*` key, validated together."""
+
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from config.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
+from config.issues import ConfigError, ConfigIssue, ConfigIssues, problems_from
+from config.platform import KaiSchedulerConfig, VersionsConfig
+from config.queues import QueueConfig
+from config.tenants import TenantConfig
+from config.types import ConfigModel
+
+
+class StackConfig(ConfigModel):
+    """Plain (non-secret) stack settings. Secrets such as the kubeconfig never enter this model."""
+
+    versions: VersionsConfig
+    kai_scheduler: KaiSchedulerConfig = Field(default_factory=KaiSchedulerConfig)
+    queues: list[QueueConfig] = Field(min_length=1)
+    tenants: list[TenantConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tree_is_sound(self) -> "StackConfig":
+        issues = _prefixed("queues", structural_issues(self.queues))
+        if not issues:
+            issues = _prefixed("queues", overcommit_issues(self.queues)) + self._tenant_issues()
+        if issues:
+            raise ConfigIssues(issues)
+        return self
+
+    def _tenant_issues(self) -> list[ConfigIssue]:
+        tree = self.queue_tree
+        issues = []
+        seen: set[str] = set()
+        for i, tenant in enumerate(self.tenants):
+            if tenant.name in seen:
+                issues.append(
+                    ConfigIssue(
+                        ("tenants", i, "name"),
+                        tenant.name,
+                        "is already used by an earlier tenant: tenant names must be unique",
+                    )
+                )
+            seen.add(tenant.name)
+            if tenant.queue not in tree.index:
+                issues.append(
+                    ConfigIssue(
+                        ("tenants", i, "queue"),
+                        tenant.queue,
+                        f"names no queue in gpu-tenancy:queues; use one of the leaf queues: {', '.join(tree.leaves)}",
+                    )
+                )
+            elif not tree.is_leaf(tenant.queue):
+                issues.append(
+                    ConfigIssue(
+                        ("tenants", i, "queue"),
+                        tenant.queue,
+                        "is a parent queue, and KAI never schedules pods into a parent; "
+                        f"use one of the leaf queues: {', '.join(tree.leaves)}",
+                    )
+                )
+        return issues
+
+    @property
+    def queue_tree(self) -> QueueTree:
+        return QueueTree(self.queues)
+
+    def warnings(self) -> list[str]:
+        """Legal but probably unintended settings, shown by `pulumi preview` as warnings."""
+        shared = [
+            f"tenants {', '.join(names)} share queue {queue!r}: they draw on one budget and can starve each other"
+            for queue, names in self._tenants_by_queue().items()
+            if len(names) > 1
+        ]
+        return unassigned_warnings(self.queues) + shared
+
+    def _tenants_by_queue(self) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for tenant in self.tenants:
+            grouped.setdefault(tenant.queue, []).append(tenant.name)
+        return grouped
+
+
+def _prefixed(key: str, issues: list[ConfigIssue]) -> list[ConfigIssue]:
+    return [ConfigIssue((key, *issue.path), issue.value, issue.message) for issue in issues]
+
+
+def parse_stack_config(settings: dict[str, Any]) -> StackConfig:
+    """Validate the `gpu-tenancy:*` settings (keys without the project prefix).
+
+    Raises ConfigError listing every problem, each with its key path.
+    """
+    try:
+        return StackConfig.model_validate(settings)
+    except ValidationError as error:
+        raise ConfigError(problems_from(error)) from None

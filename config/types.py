@@ -1,0 +1,134 @@
+"""Reusable constrained types for the stack config.
+
+Each type carries its own error text, so a bad value is explained where it is
+checked, and the loader only has to prefix the config key path.
+"""
+
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel as _BaseModel
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+UNLIMITED = -1
+"""KAI's spelling of "no guarantee cap" for quota and "no cap" for limit."""
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_PINNED_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_GO_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
+
+
+class ConfigModel(_BaseModel):
+    """Base for every config model: camelCase keys as in the stack file, no unknown keys.
+
+    Forbidding extra keys is what turns a typo such as `overQuotaWieght` into an
+    error instead of a silently ignored setting.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        strict=True,
+    )
+
+
+def _require_str(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "quoted_string",
+            'must be a string: quote it in YAML, e.g. "{value}"',
+            {"value": value},
+        )
+    return value
+
+
+def dns_label(max_length: int, what: str) -> Any:
+    """A DNS-1123 label of at most `max_length` characters (`what` names its use in errors)."""
+
+    def check(value: str) -> str:
+        if len(value) > max_length or not _DNS_LABEL.match(value):
+            raise PydanticCustomError(
+                "dns_label",
+                "is not a valid {what}: use at most {max_length} lowercase letters, digits "
+                "and '-', starting and ending with a letter or digit (e.g. team-nlp)",
+                {"what": what, "max_length": max_length},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+QueueName = Annotated[str, BeforeValidator(_require_str), dns_label(63, "queue name")]
+"""Queue names become pod label values (`kai.scheduler/queue`), hence DNS-1123 labels."""
+
+TenantName = Annotated[str, BeforeValidator(_require_str), dns_label(53, "tenant name")]
+"""Tenant names become Helm release names (at most 53 characters) and `vcluster-<name>` namespaces."""
+
+KubernetesName = Annotated[str, BeforeValidator(_require_str), dns_label(63, "Kubernetes name")]
+
+
+def _number(value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PydanticCustomError("number", "must be a number (unquoted), e.g. 0.5 or -1", {})
+    if not math.isfinite(value):
+        raise PydanticCustomError("number", "must be a finite number", {})
+    return value
+
+
+def _unlimited_or_non_negative(value: int | float) -> int | float:
+    if value < 0 and value != UNLIMITED:
+        raise PydanticCustomError("quota_amount", "must be -1 (unlimited) or a number >= 0", {})
+    return value
+
+
+def _non_negative(value: int | float) -> int | float:
+    if value < 0:
+        raise PydanticCustomError("weight", "must be a number >= 0", {})
+    return value
+
+
+Amount = Annotated[float, BeforeValidator(_number), AfterValidator(_unlimited_or_non_negative)]
+"""A quota or limit: -1 for unlimited, otherwise a non-negative amount (fractions allowed)."""
+
+Weight = Annotated[float, BeforeValidator(_number), AfterValidator(_non_negative)]
+
+Priority = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+"""KAI stores priority as an int32."""
+
+
+def _pinned(value: str) -> str:
+    if not _PINNED_VERSION.match(value):
+        raise PydanticCustomError(
+            "pinned_version",
+            "is not a pinned release: give an exact version such as v0.16.4 "
+            "('latest', ranges and partial versions are refused so every `pulumi up` "
+            "installs the same bits)",
+            {},
+        )
+    return value
+
+
+PinnedVersion = Annotated[str, BeforeValidator(_require_str), AfterValidator(_pinned)]
+
+
+def _go_duration(value: str) -> str:
+    if not _GO_DURATION.match(value):
+        raise PydanticCustomError(
+            "go_duration",
+            "is not a Go duration: use a number with a unit, e.g. 30s, 10m or 1h30m",
+            {},
+        )
+    return value
+
+
+GoDuration = Annotated[str, StringConstraints(min_length=1), AfterValidator(_go_duration)]
+
+
+def plain_number(value: float) -> int | float:
+    """Render 1.0 as 1, so numbers in previews, messages and manifests read as the user wrote them."""
+    return int(value) if float(value).is_integer() else value
