@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources, one per file, plus the pure renderers they use."""

@@ -1,0 +1,57 @@
+"""QueueHierarchy: one KAI Queue per config entry, created parents first and only once KAI admits them."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kai_scheduler import KaiScheduler
+from components.queue_manifest import API_VERSION, KIND, queue_manifest
+from config.hierarchy import QueueTree
+from config.queues import QueueConfig
+
+
+@dataclass(frozen=True)
+class QueueHierarchyArgs:
+    queues: Sequence[QueueConfig]
+    """A validated tree (see config.hierarchy): no cycles, no missing parents."""
+    kai: KaiScheduler
+    provider: k8s.Provider
+
+
+class QueueHierarchy(pulumi.ComponentResource):
+    queue_names: pulumi.Output[list[str]]
+    """Every managed queue, parents first, once created."""
+    leaf_names: pulumi.Output[list[str]]
+    """The queues pods can be scheduled into (KAI ignores pods in parent queues)."""
+    queues: dict[str, k8s.apiextensions.CustomResource]
+    """Queue resources by name, for dependents such as admission policies."""
+
+    def __init__(self, name: str, args: QueueHierarchyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-tenancy:index:QueueHierarchy", name, None, opts)
+        tree = QueueTree(args.queues)
+        self.queues = {}
+        for queue in tree.parents_first():
+            # Children depend on their parent, so teardown deletes children first.
+            parent = [self.queues[queue.parent_queue]] if queue.parent_queue else []
+            manifest = queue_manifest(queue)
+            self.queues[queue.name] = k8s.apiextensions.CustomResource(
+                f"{name}-{queue.name}",
+                api_version=API_VERSION,
+                kind=KIND,
+                metadata=manifest["metadata"],
+                spec=manifest["spec"],
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    provider=args.provider,
+                    depends_on=[args.kai.ready, *parent],
+                    # The name is fixed, so a replacement must free it first.
+                    delete_before_replace=True,
+                ),
+            )
+        # Cluster-scoped objects have their name as ID: these resolve once the queues exist.
+        self.queue_names = pulumi.Output.all(*(q.id for q in self.queues.values()))
+        leaves = set(tree.leaves)
+        self.leaf_names = self.queue_names.apply(lambda names: [n for n in names if n in leaves])
+        self.register_outputs({"queue_names": self.queue_names, "leaf_names": self.leaf_names})
