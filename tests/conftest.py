@@ -1,0 +1,51 @@
+"""Shared fixtures: the reference stack's settings, a stand-in kubeconfig, upstream reference data."""
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from config.sources import split_project_keys
+from tests.harness import ROOT
+
+SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
+
+FAKE_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: host
+  cluster: {server: "https://203.0.113.10:16443", certificate-authority-data: Y2E=}
+users:
+- name: admin
+  user: {token: not-a-real-token}
+contexts:
+- name: host
+  context: {cluster: host, user: admin}
+current-context: host
+"""
+
+
+def dev_settings() -> dict[str, Any]:
+    """`gpu-tenancy:*` settings of Pulumi.dev.yaml, keyed without the project prefix."""
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    return copy.deepcopy(split_project_keys(document["config"]))
+
+
+@pytest.fixture
+def dev_config() -> dict[str, Any]:
+    return dev_settings()
+
+
+@pytest.fixture
+def host_secrets() -> dict[str, str]:
+    return {"kubeconfig": FAKE_KUBECONFIG}
+
+
+def reference_file(*parts: str) -> Path:
+    """A file under ../shared/reference, or skip: that data is not part of this repository."""
+    path = SHARED_REFERENCE.joinpath(*parts)
+    if not path.is_file():
+        pytest.skip(f"upstream reference data not available at {path}")
+    return path

@@ -1,0 +1,238 @@
+"""Runs the real program (or a component) under Pulumi's mocks and records what it registers.
+
+The mock monitor is extended to keep the whole registration request, so tests
+can assert on dependencies, providers, secrecy and resource options, which the
+plain `Mocks.new_resource` hook never sees.
+"""
+
+import asyncio
+import json
+import logging
+import runpy
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pulumi
+import pulumi.runtime
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN = ROOT / "__main__.py"
+PROJECT = "gpu-tenancy"
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    provider: str
+    inputs: dict[str, Any]
+    """Inputs with secrets unwrapped; see `secret_inputs` for which were secret."""
+    secret_inputs: set[str]
+    dependencies: set[str]
+    delete_before_replace: bool
+    additional_secret_outputs: list[str]
+    custom_timeouts: dict[str, str]
+
+    def depends_on(self, other: "Registration") -> bool:
+        return other.urn in self.dependencies
+
+
+def _unwrap(value: Any) -> tuple[Any, bool]:
+    """Strip secret markers at any depth, reporting whether any was present."""
+    if rpc.is_rpc_secret(value):
+        inner, _ = _unwrap(value["value"])
+        return inner, True
+    if isinstance(value, dict):
+        pairs = {k: _unwrap(v) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        items = [_unwrap(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False
+
+
+def _with_name(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Kubernetes objects without a fixed name get an auto-name, as pulumi-kubernetes does."""
+    metadata = dict(inputs.get("metadata") or {})
+    metadata.setdefault("name", f"{name}-0a1b2c3d")
+    return {**inputs, "metadata": metadata}
+
+
+class RealisticMocks(Mocks):
+    """Outputs shaped like the real providers', so code that reads outputs is exercised."""
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        inputs = dict(args.inputs)
+        if args.typ.startswith("pulumi:providers:"):
+            return f"{args.name}-provider-id", inputs
+        if args.typ == "kubernetes:helm.sh/v3:Release":
+            plain, _ = _unwrap(inputs)
+            status = {
+                "name": plain.get("name"),
+                "namespace": plain.get("namespace"),
+                "version": plain.get("version"),
+                "chart": plain.get("chart"),
+                "revision": 1,
+                "status": "deployed",
+            }
+            return f"{plain.get('namespace')}/{plain.get('name')}", {**inputs, "status": status}
+        if args.typ.startswith("kubernetes:"):
+            state = _with_name(args.name, inputs)
+            meta = state["metadata"]
+            namespace = meta.get("namespace")
+            return (f"{namespace}/{meta['name']}" if namespace else meta["name"]), state
+        return f"{args.name}-id", inputs
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+class RecordingMonitor(MockMonitor):
+    def __init__(self, mocks: Mocks) -> None:
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            raw = rpc.deserialize_properties(request.object)
+            unwrapped = {key: _unwrap(value) for key, value in raw.items()}
+            timeouts = request.customTimeouts
+            self.registrations.append(
+                Registration(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    parent=request.parent,
+                    provider=request.provider,
+                    inputs={key: value for key, (value, _) in unwrapped.items()},
+                    secret_inputs={key for key, (_, secret) in unwrapped.items() if secret},
+                    dependencies=set(request.dependencies),
+                    delete_before_replace=request.deleteBeforeReplace,
+                    additional_secret_outputs=list(request.additionalSecretOutputs),
+                    custom_timeouts={
+                        "create": timeouts.create,
+                        "update": timeouts.update,
+                        "delete": timeouts.delete,
+                    },
+                )
+            )
+        return response
+
+
+@dataclass
+class ExportedValue:
+    value: Any
+    secret: bool
+
+
+class _LogCapture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@dataclass
+class ProgramRun:
+    registrations: list[Registration]
+    exports: dict[str, ExportedValue] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    def one(self, type_: str, name: str | None = None) -> Registration:
+        found = [r for r in self.of_type(type_) if name is None or r.name == name]
+        assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registration:
+        return next(r for r in self.registrations if r.urn == urn)
+
+    def ancestors(self, registration: Registration) -> Iterator[Registration]:
+        current = registration
+        while current.parent and any(r.urn == current.parent for r in self.registrations):
+            current = self.by_urn(current.parent)
+            yield current
+
+
+@dataclass
+class Attempt:
+    """What a run registered, kept even when the program raised."""
+
+    run: ProgramRun | None = None
+
+
+def run_pulumi(
+    build: Callable[[], Mapping[str, Any] | None],
+    config: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    stack: str = "dev",
+    attempt: Attempt | None = None,
+) -> ProgramRun:
+    """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy."""
+    attempt = attempt or Attempt()
+    monitor = RecordingMonitor(RealisticMocks())
+    capture = _LogCapture()
+    logger = logging.getLogger(f"gpu-tenancy-tests-{id(monitor)}")
+    logger.addHandler(capture)
+    logger.propagate = False
+    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logger)
+    all_config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
+    all_config.update({f"{PROJECT}:{k}": v for k, v in (secrets or {}).items()})
+    pulumi.runtime.set_all_config(all_config, secret_keys=[f"{PROJECT}:{k}" for k in secrets or {}])
+
+    run = ProgramRun(registrations=monitor.registrations)
+    exported: dict[str, Any] = {}
+    attempt.run = run
+
+    async def resolve() -> None:
+        for key, value in exported.items():
+            output = pulumi.Output.from_input(value)
+            run.exports[key] = ExportedValue(await output.future(), await output.is_secret())
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        with mock.patch.object(pulumi, "export", exported.__setitem__):
+            returned = build()
+        exported.update(returned or {})
+        return pulumi.Output.from_input(asyncio.ensure_future(resolve()))
+
+    try:
+        program()
+    finally:
+        pulumi.runtime.set_all_config({}, secret_keys=[])
+    run.warnings = [r.getMessage() for r in capture.records if r.levelno == logging.WARNING]
+    return run
+
+
+def _main() -> None:
+    runpy.run_path(str(MAIN), run_name="__main__")
+
+
+def run_main(config: Mapping[str, Any], secrets: Mapping[str, str] | None = None, stack: str = "dev") -> ProgramRun:
+    """Run `__main__.py` exactly as `pulumi up` would, with the given `gpu-tenancy:*` config."""
+    return run_pulumi(_main, config=config, secrets=secrets, stack=stack)
+
+
+def attempt_main(
+    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None
+) -> tuple[BaseException | None, ProgramRun]:
+    """Like run_main, but hands back the error together with whatever was registered before it."""
+    attempt = Attempt()
+    try:
+        run = run_pulumi(_main, config=config, secrets=secrets, attempt=attempt)
+    except Exception as error:
+        assert attempt.run is not None
+        return error, attempt.run
+    return None, run

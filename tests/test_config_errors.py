@@ -1,0 +1,179 @@
+"""Bad config ends the run as one RunError naming the key, the value and the fix, before anything exists."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from config.issues import ConfigError
+from config.sources import load_settings
+from tests.conftest import dev_settings
+from tests.harness import attempt_main, run_main
+
+Config = dict[str, Any]
+
+
+def _gpu(index: int, **share: Any) -> Callable[[Config], None]:
+    def mutate(config: Config) -> None:
+        config["queues"][index]["resources"]["gpu"].update(share)
+
+    return mutate
+
+
+def _queue(index: int, **fields: Any) -> Callable[[Config], None]:
+    def mutate(config: Config) -> None:
+        config["queues"][index].update(fields)
+
+    return mutate
+
+
+def _tenant(**fields: Any) -> Callable[[Config], None]:
+    def mutate(config: Config) -> None:
+        config["tenants"].append(fields)
+
+    return mutate
+
+
+def _cycle(config: Config) -> None:
+    config["queues"][0]["parentQueue"] = "team-vision"
+    config["queues"][2]["parentQueue"] = "ml-org"
+
+
+def _duplicate_queue(config: Config) -> None:
+    config["queues"].append(dict(config["queues"][1]))
+
+
+def _versions(**fields: Any) -> Callable[[Config], None]:
+    def mutate(config: Config) -> None:
+        config["versions"].update(fields)
+
+    return mutate
+
+
+BAD_CONFIGS = [
+    ("overcommitted-children", _gpu(1, quota=0.5), "gpu-tenancy:queues[0].resources.gpu.quota", "1.16"),
+    (
+        "unlimited-child-under-finite-parent",
+        _gpu(2, quota=-1),
+        "gpu-tenancy:queues[0].resources.gpu.quota",
+        "unlimited",
+    ),
+    ("unknown-parent", _queue(1, parentQueue="ml-orgg"), "gpu-tenancy:queues[1].parentQueue", "names no queue"),
+    ("self-parent", _queue(1, parentQueue="team-nlp"), "gpu-tenancy:queues[1].parentQueue", "own parent"),
+    ("cycle", _cycle, "gpu-tenancy:queues[0].parentQueue", "ml-org -> team-vision -> ml-org"),
+    ("uppercase-name", _queue(1, name="Team-NLP"), "gpu-tenancy:queues[1].name", "lowercase"),
+    ("name-too-long", _queue(3, name="q" * 64), "gpu-tenancy:queues[3].name", "at most 63"),
+    ("unquoted-numeric-name", _queue(1, name=7), "gpu-tenancy:queues[1].name", "quote it"),
+    ("chart-owned-name", _queue(3, name="default-queue"), "gpu-tenancy:queues[3].name", "KAI chart"),
+    ("duplicate-queue", _duplicate_queue, "gpu-tenancy:queues[4].name", "unique"),
+    ("negative-quota", _gpu(1, quota=-0.5), "gpu-tenancy:queues[1].resources.gpu.quota", "-1 (unlimited)"),
+    ("limit-below-quota", _gpu(1, limit=0.2), "gpu-tenancy:queues[1].resources.gpu.limit", "at least the quota"),
+    ("negative-weight", _gpu(1, overQuotaWeight=-1), "gpu-tenancy:queues[1].resources.gpu.overQuotaWeight", ">= 0"),
+    ("quoted-number", _gpu(1, quota="0.33"), "gpu-tenancy:queues[1].resources.gpu.quota", "must be a number"),
+    ("boolean-number", _gpu(1, limit=True), "gpu-tenancy:queues[1].resources.gpu.limit", "must be a number"),
+    ("fractional-priority", _queue(1, priority=1.5), "gpu-tenancy:queues[1].priority", "integer"),
+    (
+        "misspelled-key",
+        _gpu(1, overQuotaWieght=1),
+        "gpu-tenancy:queues[1].resources.gpu.overQuotaWieght",
+        "not a known key",
+    ),
+    (
+        "bad-duration",
+        _queue(1, reclaimMinRuntime="ten minutes"),
+        "gpu-tenancy:queues[1].reclaimMinRuntime",
+        "Go duration",
+    ),
+    ("tenant-on-parent-queue", _tenant(name="team-x", queue="ml-org"), "gpu-tenancy:tenants[3].queue", "parent queue"),
+    (
+        "tenant-on-unknown-queue",
+        _tenant(name="team-x", queue="team-x"),
+        "gpu-tenancy:tenants[3].queue",
+        "names no queue",
+    ),
+    ("duplicate-tenant", _tenant(name="team-nlp", queue="team-nlp"), "gpu-tenancy:tenants[3].name", "unique"),
+    ("tenant-name-too-long", _tenant(name="t" * 54, queue="team-nlp"), "gpu-tenancy:tenants[3].name", "at most 53"),
+    ("latest-version", _versions(kaiScheduler="latest"), "gpu-tenancy:versions.kaiScheduler", "exact version"),
+    ("range-version", _versions(kaiScheduler="^0.16"), "gpu-tenancy:versions.kaiScheduler", "exact version"),
+    ("partial-version", _versions(kaiScheduler="v0.16"), "gpu-tenancy:versions.kaiScheduler", "exact version"),
+    ("unknown-top-level-key", lambda c: c.update(queue=[]), "gpu-tenancy:queue", "not a known key"),
+    ("missing-queues", lambda c: c.pop("queues"), "gpu-tenancy:queues", "required"),
+    ("missing-version", lambda c: c["versions"].pop("kaiScheduler"), "gpu-tenancy:versions.kaiScheduler", "required"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "hint"),
+    [pytest.param(m, k, h, id=i) for i, m, k, h in BAD_CONFIGS],
+)
+def test_bad_config_is_one_run_error_naming_the_key_and_nothing_is_registered(
+    mutate: Callable[[Config], None], key: str, hint: str, host_secrets: dict[str, str]
+) -> None:
+    config = dev_settings()
+    mutate(config)
+    error, run = attempt_main(config, host_secrets)
+    assert isinstance(error, pulumi.RunError), f"expected a RunError, got {error!r}"
+    assert run.registrations == [], [r.name for r in run.registrations]
+    message = str(error)
+    lines = [line for line in message.splitlines() if line.startswith("  - ")]
+    assert len(lines) == 1, message
+    assert lines[0].startswith(f"  - {key} "), message
+    assert hint in lines[0], message
+
+
+def test_missing_kubeconfig_names_the_secret_to_set(dev_config: Config) -> None:
+    with pytest.raises(pulumi.RunError, match=r"gpu-tenancy:kubeconfig .*pulumi config set --secret"):
+        run_main(dev_config, secrets={})
+
+
+def test_every_problem_is_reported_at_once(dev_config: Config) -> None:
+    _queue(1, name="BAD")(dev_config)
+    _gpu(2, limit=0.1)(dev_config)
+    _versions(kaiScheduler="latest")(dev_config)
+    with pytest.raises(ConfigError) as raised:
+        load_settings(dev_config)
+    assert len(raised.value.problems) == 3, raised.value
+
+
+_json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True), st.text(max_size=8))
+_json = st.recursive(
+    _json_leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def _slots(node: Any) -> list[tuple[Any, Any]]:
+    """Every (container, key) in a nested config: the places a corruption can land."""
+    found: list[tuple[Any, Any]] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for key, value in items:
+        found.append((node, key))
+        found.extend(_slots(value))
+    return found
+
+
+@st.composite
+def _malformed_configs(draw: st.DrawFn) -> Config:
+    """The valid reference config with one to three values replaced by arbitrary JSON."""
+    config = dev_settings()
+    for _ in range(draw(st.integers(1, 3))):
+        container, key = draw(st.sampled_from(_slots(config)))
+        container[key] = draw(_json | st.floats(-3, 3))
+    return config
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=_malformed_configs())
+def test_malformed_config_never_crashes_and_never_registers_a_resource(config: Config) -> None:
+    """Whatever is wrong, the outcome is a clean RunError with nothing created, or a valid run."""
+    error, run = attempt_main(config, {"kubeconfig": "stand-in"})
+    if error is None:
+        assert run.registrations, "a config that validates must produce resources"
+        return
+    assert isinstance(error, pulumi.RunError), f"crashed instead of refusing: {error!r}"
+    assert run.registrations == [], [r.name for r in run.registrations]
+    assert str(error).startswith("Invalid stack config")

@@ -1,0 +1,165 @@
+"""The real program, run under mocks with Pulumi.dev.yaml: what `pulumi up` would create, and in what order."""
+
+import copy
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.conftest import FAKE_KUBECONFIG, dev_settings, reference_file
+from tests.harness import ProgramRun, Registration, run_main
+
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+JOB = "kubernetes:batch/v1:Job"
+PROVIDER = "pulumi:providers:kubernetes"
+
+TUTORIAL_GPU_SHARES = {
+    "ml-org": {"quota": 1, "limit": -1, "overQuotaWeight": 1},
+    "team-nlp": {"quota": 0.33, "limit": 1, "overQuotaWeight": 1},
+    "team-vision": {"quota": 0.33, "limit": 1, "overQuotaWeight": 1},
+    "team-recommender": {"quota": 0.33, "limit": 1, "overQuotaWeight": 1},
+}
+NOT_GOVERNED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+
+
+@pytest.fixture(scope="module")
+def dev_run() -> ProgramRun:
+    return run_main(dev_settings(), {"kubeconfig": FAKE_KUBECONFIG})
+
+
+def _queues(run: ProgramRun) -> dict[str, Registration]:
+    return {r.inputs["metadata"]["name"]: r for r in run.of_type(QUEUE)}
+
+
+def test_dev_stack_renders_the_tutorial_queues_with_cpu_and_memory_explicit(dev_run: ProgramRun) -> None:
+    queues = _queues(dev_run)
+    assert set(queues) == set(TUTORIAL_GPU_SHARES)
+    for name, registration in queues.items():
+        spec = registration.inputs["spec"]
+        assert spec["resources"] == {
+            "gpu": TUTORIAL_GPU_SHARES[name],
+            "cpu": NOT_GOVERNED,
+            "memory": NOT_GOVERNED,
+        }, name
+        assert spec["priority"] == 100, name
+        assert spec.get("parentQueue") == (None if name == "ml-org" else "ml-org"), name
+
+
+def test_dev_stack_installs_kai_as_the_tutorial_does(dev_run: ProgramRun) -> None:
+    release = dev_run.one(RELEASE).inputs
+    assert release["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
+    assert release["version"] == "v0.16.4"
+    assert release["name"] == "kai-scheduler"
+    assert release["namespace"] == "kai-scheduler"
+    assert release["values"] == {"global": {"gpuSharing": True}}
+
+
+def test_every_queue_waits_for_kai_to_admit_queues(dev_run: ProgramRun) -> None:
+    gate = dev_run.one(JOB)
+    release = dev_run.one(RELEASE)
+    assert gate.depends_on(release), "the gate must run after the release is installed"
+    for name, queue in _queues(dev_run).items():
+        assert queue.depends_on(gate), f"{name} does not wait for the KAI gate"
+
+
+def test_children_are_created_after_and_deleted_before_their_parent(dev_run: ProgramRun) -> None:
+    queues = _queues(dev_run)
+    for name, queue in queues.items():
+        parent = queue.inputs["spec"].get("parentQueue")
+        if parent:
+            assert queue.depends_on(queues[parent]), f"{name} does not depend on {parent}"
+        # Queue names are fixed, so a replacement has to delete the old object first.
+        assert queue.delete_before_replace, name
+
+
+def test_every_kubernetes_resource_uses_the_explicit_host_provider(dev_run: ProgramRun) -> None:
+    provider = dev_run.one(PROVIDER, "host")
+    for registration in dev_run.registrations:
+        if registration.type.startswith("kubernetes:"):
+            assert registration.provider.startswith(provider.urn), registration.name
+
+
+def test_host_kubeconfig_is_secret_in_the_provider_inputs(dev_run: ProgramRun) -> None:
+    provider = dev_run.one(PROVIDER, "host")
+    assert "kubeconfig" in provider.secret_inputs
+    assert provider.inputs["kubeconfig"] == FAKE_KUBECONFIG
+
+
+def test_components_own_their_children(dev_run: ProgramRun) -> None:
+    kinds = {r.urn: r.type for r in dev_run.registrations}
+    for registration in dev_run.registrations:
+        if registration.type == QUEUE:
+            assert kinds[registration.parent] == "gpu-tenancy:index:QueueHierarchy"
+        elif registration.type.startswith("kubernetes:"):
+            assert kinds[registration.parent] == "gpu-tenancy:index:KaiScheduler", registration.name
+
+
+def test_stack_outputs(dev_run: ProgramRun) -> None:
+    exports = {key: exported.value for key, exported in dev_run.exports.items()}
+    assert exports == {
+        "kaiNamespace": "kai-scheduler",
+        "schedulerName": "kai-scheduler",
+        "kaiReleaseStatus": "deployed",
+        "queues": ["ml-org", "team-nlp", "team-vision", "team-recommender"],
+        "leafQueues": ["team-nlp", "team-vision", "team-recommender"],
+    }
+
+
+def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> None:
+    assert any("ml-org" in warning and "0.01 GPU" in warning for warning in dev_run.warnings), dev_run.warnings
+
+
+def _queue_schema() -> dict[str, Any]:
+    crd = yaml.safe_load(reference_file("kai", "queue-crd.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v2"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _forbid_unknown_fields(schema: dict[str, Any]) -> dict[str, Any]:
+    """The API server prunes unknown fields silently; here they fail, so a typo cannot hide."""
+    if "properties" in schema and "additionalProperties" not in schema:
+        schema = {**schema, "additionalProperties": False}
+    if "properties" in schema:
+        schema["properties"] = {k: _forbid_unknown_fields(v) for k, v in schema["properties"].items()}
+    return schema
+
+
+def _schema_errors(manifest: dict[str, Any]) -> list[str]:
+    schema = _forbid_unknown_fields(_queue_schema())
+    schema["properties"]["metadata"] = {"type": "object"}
+    return [error.message for error in jsonschema.Draft7Validator(schema).iter_errors(manifest)]
+
+
+def _manifest(queue: Registration) -> dict[str, Any]:
+    return copy.deepcopy({key: queue.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")})
+
+
+def test_every_queue_is_valid_against_kais_queue_crd(dev_run: ProgramRun) -> None:
+    errors = {name: _schema_errors(_manifest(queue)) for name, queue in _queues(dev_run).items()}
+    assert not any(errors.values()), errors
+
+
+def test_the_crd_check_catches_a_misspelled_field(dev_run: ProgramRun) -> None:
+    manifest = _manifest(_queues(dev_run)["team-nlp"])
+    manifest["spec"]["resources"]["gpu"]["overQuotaWieght"] = 1
+    assert _schema_errors(manifest)
+
+
+def _paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    found = set()
+    for key, value in values.items():
+        path = (*prefix, key)
+        found.add(path)
+        if isinstance(value, dict):
+            found |= _paths(value, path)
+    return found
+
+
+def test_kai_values_only_use_keys_the_chart_defines(dev_run: ProgramRun) -> None:
+    chart_values = yaml.safe_load(reference_file("kai", "values.yaml").read_text())
+    rendered = dev_run.one(RELEASE).inputs["values"]
+    unknown = _paths(rendered) - _paths(chart_values)
+    assert not unknown, f"keys the KAI chart does not define: {sorted(unknown)}"
