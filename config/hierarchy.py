@@ -6,7 +6,7 @@ children, and its check that children's quotas fit in the parent is an
 off-by-default warning. So the tree is validated here, before anything exists.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
@@ -136,42 +136,67 @@ def _quota(queue: QueueConfig, resource: ResourceName) -> Decimal | None:
     return None if quota == UNLIMITED else Decimal(str(quota))
 
 
-def overcommit_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
-    """Children may not be guaranteed more than their parent is."""
+@dataclass(frozen=True)
+class _Split:
+    """How one parent's finite guarantee of one resource is split among its children."""
+
+    index: int
+    parent: QueueConfig
+    resource: ResourceName
+    budget: Decimal
+    kids: Sequence[QueueConfig]
+    quotas: Sequence[Decimal | None]
+
+    @property
+    def unlimited_child(self) -> bool:
+        return any(q is None for q in self.quotas)
+
+    @property
+    def assigned(self) -> Decimal:
+        return sum((q for q in self.quotas if q is not None), Decimal(0))
+
+    def listing(self) -> str:
+        return ", ".join(
+            f"{kid.name} ({'-1' if q is None else _show(q)})" for kid, q in zip(self.kids, self.quotas, strict=True)
+        )
+
+
+def _show(amount: Decimal) -> int | float:
+    return plain_number(float(amount))
+
+
+def _splits(queues: Sequence[QueueConfig]) -> Iterator[_Split]:
+    """Every (parent, resource) with children and a finite parent quota: where guarantees can be split."""
     tree = QueueTree(queues)
-    issues = []
     for parent in queues:
         kids = tree.children[parent.name]
         for resource in RESOURCES:
             budget = _quota(parent, resource)
-            if not kids or budget is None:
-                continue
-            quotas = [_quota(kid, resource) for kid in kids]
-            listing = ", ".join(
-                f"{kid.name} ({'-1' if q is None else plain_number(float(q))})"
-                for kid, q in zip(kids, quotas, strict=True)
+            if kids and budget is not None:
+                quotas = [_quota(kid, resource) for kid in kids]
+                yield _Split(tree.index[parent.name], parent, resource, budget, kids, quotas)
+
+
+def overcommit_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
+    """Children may not be guaranteed more than their parent is."""
+    issues = []
+    for split in _splits(queues):
+        unit = UNITS[split.resource]
+        if split.unlimited_child:
+            message = (
+                f"is a finite guarantee, but its children ask for an unlimited one: {split.listing()}. "
+                "Give each child a quota, or set this quota to -1"
             )
-            if any(q is None for q in quotas):
-                message = (
-                    f"is a finite guarantee, but its children ask for an unlimited one: {listing}. "
-                    f"Give each child a quota, or set this quota to -1"
-                )
-            else:
-                total = sum(q for q in quotas if q is not None)
-                if total <= budget + QUOTA_TOLERANCE:
-                    continue
-                message = (
-                    f"is less than its children are guaranteed in total ({plain_number(float(total))} "
-                    f"{UNITS[resource]}: {listing}). Lower the children's quotas or raise this one "
-                    f"to at least {plain_number(float(total))}"
-                )
-            issues.append(
-                ConfigIssue(
-                    (tree.index[parent.name], "resources", resource, "quota"),
-                    parent.resources.share(resource).quota,
-                    message,
-                )
+        elif split.assigned > split.budget + QUOTA_TOLERANCE:
+            total = _show(split.assigned)
+            message = (
+                f"is less than its children are guaranteed in total ({total} {unit}: {split.listing()}). "
+                f"Lower the children's quotas or raise this one to at least {total}"
             )
+        else:
+            continue
+        path = (split.index, "resources", split.resource, "quota")
+        issues.append(ConfigIssue(path, split.parent.resources.share(split.resource).quota, message))
     return issues
 
 
@@ -181,21 +206,14 @@ def unassigned_warnings(queues: Sequence[QueueConfig]) -> list[str]:
     Not an error: the remainder is still shared as over-quota capacity, but no
     team is promised it, which is usually not what the budget meant.
     """
-    tree = QueueTree(queues)
     warnings = []
-    for parent in queues:
-        kids = tree.children[parent.name]
-        for resource in RESOURCES:
-            budget = _quota(parent, resource)
-            quotas = [_quota(kid, resource) for kid in kids]
-            if not kids or budget is None or any(q is None for q in quotas):
-                continue
-            spare = budget - sum(q for q in quotas if q is not None)
-            if spare > QUOTA_TOLERANCE:
-                warnings.append(
-                    f"queue {parent.name!r}: its children are guaranteed "
-                    f"{plain_number(float(budget - spare))} of its {resource} quota of "
-                    f"{plain_number(float(budget))} {UNITS[resource]}; {plain_number(float(spare))} "
-                    f"{UNITS[resource]} is guaranteed to no child and is only shared as over-quota capacity"
-                )
+    for split in _splits(queues):
+        spare = split.budget - split.assigned
+        if not split.unlimited_child and spare > QUOTA_TOLERANCE:
+            unit = UNITS[split.resource]
+            warnings.append(
+                f"queue {split.parent.name!r}: its children are guaranteed {_show(split.assigned)} of its "
+                f"{split.resource} quota of {_show(split.budget)} {unit}; {_show(spare)} {unit} is guaranteed "
+                "to no child and is only shared as over-quota capacity"
+            )
     return warnings

@@ -73,11 +73,11 @@ def _missing(path: Path) -> str:
     return f"{key_path(path)} is required but not set"
 
 
-def problems_from(error: ValidationError, prefix: Path = ()) -> list[str]:
+def problems_from(error: ValidationError) -> list[str]:
     """Flatten a pydantic error into one line per problem, expanding our own ConfigIssues."""
     lines: list[str] = []
     for detail in error.errors(include_url=False):
-        loc: Path = prefix + tuple(detail["loc"])
+        loc: Path = tuple(detail["loc"])
         raised = (detail.get("ctx") or {}).get("error")
         if isinstance(raised, ConfigIssues):
             lines.extend(_issue_lines(loc, raised.issues))

@@ -26,7 +26,7 @@ def _project_settings() -> dict[str, object]:
     keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.get_config_env())
     raw = {key: pulumi.runtime.get_config(key) for key in keys}
     settings = split_project_keys(raw)
-    return {key: decode_structured(key, value) for key, value in settings.items() if key not in SECRET_KEYS}
+    return {key: decode_structured(value) for key, value in settings.items() if key not in SECRET_KEYS}
 
 
 def _kubeconfig() -> pulumi.Output[str]:

@@ -42,7 +42,7 @@ def load_settings(settings: Mapping[str, Any]) -> StackConfig:
     return parse_stack_config({k: v for k, v in settings.items() if k in PLAIN_KEYS})
 
 
-def decode_structured(key: str, raw: str | None) -> Any:
+def decode_structured(raw: str | None) -> Any:
     """Pulumi hands structured config to programs as JSON text; plain strings stay strings."""
     if raw is None:
         return None
