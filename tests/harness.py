@@ -9,7 +9,7 @@ import asyncio
 import json
 import logging
 import runpy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,15 +155,6 @@ class ProgramRun:
         found = [r for r in self.of_type(type_) if name is None or r.name == name]
         assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
         return found[0]
-
-    def by_urn(self, urn: str) -> Registration:
-        return next(r for r in self.registrations if r.urn == urn)
-
-    def ancestors(self, registration: Registration) -> Iterator[Registration]:
-        current = registration
-        while current.parent and any(r.urn == current.parent for r in self.registrations):
-            current = self.by_urn(current.parent)
-            yield current
 
 
 @dataclass
