@@ -4,6 +4,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -49,3 +50,26 @@ def reference_file(*parts: str) -> Path:
     if not path.is_file():
         pytest.skip(f"upstream reference data not available at {path}")
     return path
+
+
+def _queue_schema() -> dict[str, Any]:
+    crd = yaml.safe_load(reference_file("kai", "queue-crd.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v2"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _forbid_unknown_fields(schema: dict[str, Any]) -> dict[str, Any]:
+    """The API server prunes unknown fields silently; here they fail, so a typo cannot hide."""
+    if "properties" in schema and "additionalProperties" not in schema:
+        schema = {**schema, "additionalProperties": False}
+    if "properties" in schema:
+        schema["properties"] = {k: _forbid_unknown_fields(v) for k, v in schema["properties"].items()}
+    return schema
+
+
+def queue_schema_errors(manifest: dict[str, Any]) -> list[str]:
+    """Problems KAI's Queue CRD (from ../shared, else skip) finds in a manifest, unknown fields included."""
+    schema = _forbid_unknown_fields(_queue_schema())
+    schema["properties"]["metadata"] = {"type": "object"}
+    return [error.message for error in jsonschema.Draft7Validator(schema).iter_errors(manifest)]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components.kai_gate import GATE_SCRIPT, PROBE_NAME, gate_files, release_fingerprint
-from tests.conftest import FAKE_KUBECONFIG, dev_settings
+from tests.conftest import FAKE_KUBECONFIG, dev_settings, queue_schema_errors
 from tests.harness import run_main
 
 SCRIPTS = sorted((GATE_SCRIPT.parent).glob("*.sh"))
@@ -88,9 +88,10 @@ def test_gate_gives_up_at_its_deadline_when_the_webhook_never_answers(fake_clust
     assert 2 <= sum("--dry-run=server" in call for call in calls) < 50
 
 
-def test_probe_is_a_queue_the_gate_may_create() -> None:
+def test_probe_is_a_valid_root_queue() -> None:
+    """An invalid probe would be refused by the API server forever, and the gate would never open."""
     probe = yaml.safe_load(gate_files()[PROBE_NAME])
-    assert (probe["apiVersion"], probe["kind"]) == ("scheduling.run.ai/v2", "Queue")
+    assert queue_schema_errors(probe) == []
     assert "parentQueue" not in probe["spec"], "a root probe needs no other queue to exist"
 
 

@@ -3,11 +3,10 @@
 import copy
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, reference_file
+from tests.conftest import FAKE_KUBECONFIG, dev_settings, queue_schema_errors, reference_file
 from tests.harness import ProgramRun, Registration, run_main
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
@@ -111,41 +110,19 @@ def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> 
     assert any("ml-org" in warning and "0.01 GPU" in warning for warning in dev_run.warnings), dev_run.warnings
 
 
-def _queue_schema() -> dict[str, Any]:
-    crd = yaml.safe_load(reference_file("kai", "queue-crd.yaml").read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v2"]
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def _forbid_unknown_fields(schema: dict[str, Any]) -> dict[str, Any]:
-    """The API server prunes unknown fields silently; here they fail, so a typo cannot hide."""
-    if "properties" in schema and "additionalProperties" not in schema:
-        schema = {**schema, "additionalProperties": False}
-    if "properties" in schema:
-        schema["properties"] = {k: _forbid_unknown_fields(v) for k, v in schema["properties"].items()}
-    return schema
-
-
-def _schema_errors(manifest: dict[str, Any]) -> list[str]:
-    schema = _forbid_unknown_fields(_queue_schema())
-    schema["properties"]["metadata"] = {"type": "object"}
-    return [error.message for error in jsonschema.Draft7Validator(schema).iter_errors(manifest)]
-
-
 def _manifest(queue: Registration) -> dict[str, Any]:
     return copy.deepcopy({key: queue.inputs[key] for key in ("apiVersion", "kind", "metadata", "spec")})
 
 
 def test_every_queue_is_valid_against_kais_queue_crd(dev_run: ProgramRun) -> None:
-    errors = {name: _schema_errors(_manifest(queue)) for name, queue in _queues(dev_run).items()}
+    errors = {name: queue_schema_errors(_manifest(queue)) for name, queue in _queues(dev_run).items()}
     assert not any(errors.values()), errors
 
 
 def test_the_crd_check_catches_a_misspelled_field(dev_run: ProgramRun) -> None:
     manifest = _manifest(_queues(dev_run)["team-nlp"])
     manifest["spec"]["resources"]["gpu"]["overQuotaWieght"] = 1
-    assert _schema_errors(manifest)
+    assert queue_schema_errors(manifest)
 
 
 def _paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
