@@ -5,7 +5,7 @@ type it (`gpu-tenancy:queues[1].resources.gpu.limit`), the bad value, and what
 would be valid.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,6 +13,10 @@ from pydantic import ValidationError
 PROJECT = "gpu-tenancy"
 
 Path = tuple[str | int, ...]
+
+
+MISSING: Any = object()
+"""The value of a ConfigIssue about a key that is not set at all."""
 
 
 class ConfigIssue(ValueError):
@@ -66,6 +70,8 @@ def describe(value: Any) -> str:
 
 
 def problem(path: Path, value: Any, message: str) -> str:
+    if value is MISSING:
+        return f"{key_path(path)} {message}"
     return f"{key_path(path)} = {describe(value)}: {message}"
 
 
@@ -73,13 +79,38 @@ def _missing(path: Path) -> str:
     return f"{key_path(path)} is required but not set"
 
 
-def problems_from(error: ValidationError) -> list[str]:
-    """Flatten a pydantic error into one line per problem, expanding our own ConfigIssues."""
+def _without_tags(loc: Path, unions: Mapping[str, Sequence[str]]) -> Path:
+    """Pydantic puts a tagged union's tag in the path (`host.ssh.address`); the user never writes it."""
+    kept: list[str | int] = []
+    for part in loc:
+        if kept and isinstance(kept[-1], str) and part in unions.get(kept[-1], ()):
+            continue
+        kept.append(part)
+    return tuple(kept)
+
+
+def problems_from(error: ValidationError, unions: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """Flatten a pydantic error into one line per problem, expanding our own ConfigIssues.
+
+    `unions` maps a key holding a tagged union to its tags (e.g. `host` -> brev, ssh, kubeconfig).
+    """
+    unions = unions or {}
     lines: list[str] = []
     for detail in error.errors(include_url=False):
-        loc: Path = tuple(detail["loc"])
+        loc: Path = _without_tags(tuple(detail["loc"]), unions)
         raised = (detail.get("ctx") or {}).get("error")
-        if isinstance(raised, ConfigIssues):
+        if detail["type"] in {"union_tag_invalid", "union_tag_not_found"}:
+            tag = detail["ctx"]["discriminator"].strip("'")
+            given = detail["input"].get(tag, MISSING) if isinstance(detail["input"], dict) else MISSING
+            choices = ", ".join(unions.get(str(loc[-1]), ()))
+            lines.append(
+                problem(
+                    (*loc, tag),
+                    given,
+                    f"must be one of: {choices}" if given is not MISSING else f"is required: choose one of {choices}",
+                )
+            )
+        elif isinstance(raised, ConfigIssues):
             lines.extend(_issue_lines(loc, raised.issues))
         elif isinstance(raised, ConfigIssue):
             lines.extend(_issue_lines(loc, [raised]))

@@ -4,6 +4,7 @@ from typing import Any
 
 from pydantic import Field
 
+from config.host import Microk8sChannel
 from config.types import ConfigModel, KubernetesName, PinnedVersion
 
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
@@ -16,6 +17,12 @@ class VersionsConfig(ConfigModel):
     kubectl: PinnedVersion = Field(
         default="v1.36.0",
         description="Tag of registry.k8s.io/kubectl, the image of in-cluster readiness gates.",
+    )
+    microk8s: Microk8sChannel | None = Field(
+        default=None, description="MicroK8s snap channel, e.g. 1.36/stable; required in brev and ssh modes."
+    )
+    gpu_operator: PinnedVersion | None = Field(
+        default=None, description="GPU Operator chart version, e.g. v26.3.3; required unless gpuOperator.mode is skip."
     )
 
 

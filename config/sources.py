@@ -14,8 +14,36 @@ import yaml
 from config.issues import PROJECT, ConfigError, key_path
 from config.stack import StackConfig, parse_stack_config
 
-SECRET_KEYS = frozenset({"kubeconfig"})
+SECRET_KEYS = frozenset({"kubeconfig", "sshPrivateKey"})
 """Keys that hold credentials: read only as Pulumi secrets, never into the plain model."""
+
+_SECRET_HINTS = {
+    "kubeconfig": "pulumi config set --secret gpu-tenancy:kubeconfig < ~/.kube/config",
+    "sshPrivateKey": "pulumi config set --secret gpu-tenancy:sshPrivateKey < ~/.ssh/id_ed25519",
+}
+
+
+def required_secrets(settings: StackConfig) -> frozenset[str]:
+    """The credentials a host mode reads; Brev's SSH key comes from the brev CLI, not from config."""
+    return frozenset({"kubeconfig": {"kubeconfig"}, "ssh": {"sshPrivateKey"}}.get(settings.host.mode, set()))
+
+
+def secret_problems(settings: StackConfig, present: Iterable[str]) -> list[str]:
+    """A missing credential, or one the chosen mode would silently ignore, are both mistakes."""
+    present = set(present)
+    needed = required_secrets(settings)
+    mode = settings.host.mode
+    missing = [
+        f"{key_path((key,))} is required when host.mode is {mode} but not set: run `{_SECRET_HINTS[key]}`"
+        for key in sorted(needed - present)
+    ]
+    unused = [
+        f"{key_path((key,))} is set but host.mode {mode} does not use it: "
+        f"remove it with `pulumi config rm {PROJECT}:{key}`, or change host.mode"
+        for key in sorted((present & SECRET_KEYS) - needed)
+    ]
+    return missing + unused
+
 
 PLAIN_KEYS = frozenset(field.alias or name for name, field in StackConfig.model_fields.items())
 
@@ -61,7 +89,8 @@ def read_stack_file(path: Path) -> StackConfig:
     except yaml.YAMLError as error:
         raise ConfigError([f"{path} is not valid YAML: {error}"]) from None
     settings = split_project_keys(document.get("config") or {})
-    for key in SECRET_KEYS & settings.keys():
+    secrets = SECRET_KEYS & settings.keys()
+    for key in secrets:
         if not (isinstance(settings[key], Mapping) and "secure" in settings[key]):
             raise ConfigError(
                 [
@@ -70,4 +99,8 @@ def read_stack_file(path: Path) -> StackConfig:
                 ]
             )
         del settings[key]
-    return load_settings(settings)
+    config = load_settings(settings)
+    problems = secret_problems(config, secrets)
+    if problems:
+        raise ConfigError(problems)
+    return config

@@ -5,7 +5,8 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from config.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
-from config.issues import ConfigError, ConfigIssue, ConfigIssues, problems_from
+from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorConfig, HostConfig
+from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, problems_from
 from config.platform import KaiSchedulerConfig, VersionsConfig
 from config.queues import QueueConfig
 from config.tenants import TenantConfig
@@ -15,7 +16,10 @@ from config.types import ConfigModel
 class StackConfig(ConfigModel):
     """Plain (non-secret) stack settings. Secrets such as the kubeconfig never enter this model."""
 
+    host: HostConfig
     versions: VersionsConfig
+    gpu_operator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig)
+    gpu_gate: GpuGateConfig = Field(default_factory=GpuGateConfig)
     kai_scheduler: KaiSchedulerConfig = Field(default_factory=KaiSchedulerConfig)
     queues: list[QueueConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
@@ -25,6 +29,7 @@ class StackConfig(ConfigModel):
         issues = _prefixed("queues", structural_issues(self.queues))
         if not issues:
             issues = _prefixed("queues", overcommit_issues(self.queues)) + self._tenant_issues()
+        issues += self._version_issues()
         if issues:
             raise ConfigIssues(issues)
         return self
@@ -62,6 +67,32 @@ class StackConfig(ConfigModel):
                 )
         return issues
 
+    def _version_issues(self) -> list[ConfigIssue]:
+        """Versions are optional in the model because each is needed only by some host setups."""
+        issues = []
+        if self.host.mode in BOOTSTRAP_MODES and self.versions.microk8s is None:
+            issues.append(
+                ConfigIssue(
+                    ("versions", "microk8s"),
+                    MISSING,
+                    f"is required when host.mode is {self.host.mode}: set the snap channel, e.g. 1.36/stable",
+                )
+            )
+        if self.gpu_operator.mode == "install" and self.versions.gpu_operator is None:
+            issues.append(
+                ConfigIssue(
+                    ("versions", "gpuOperator"),
+                    MISSING,
+                    "is required when gpuOperator.mode is install: set the chart version, e.g. v26.3.3 "
+                    "(or set gpuOperator.mode to skip on a cluster that already exposes GPUs)",
+                )
+            )
+        return issues
+
+    @property
+    def bootstraps_host(self) -> bool:
+        return self.host.mode in BOOTSTRAP_MODES
+
     @property
     def queue_tree(self) -> QueueTree:
         return QueueTree(self.queues)
@@ -94,4 +125,4 @@ def parse_stack_config(settings: dict[str, Any]) -> StackConfig:
     try:
         return StackConfig.model_validate(settings)
     except ValidationError as error:
-        raise ConfigError(problems_from(error)) from None
+        raise ConfigError(problems_from(error, {"host": HOST_MODES})) from None

@@ -18,6 +18,7 @@ UNLIMITED = -1
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _PINNED_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9./_-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 _GO_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
 
@@ -114,6 +115,21 @@ def _pinned(value: str) -> str:
 
 
 PinnedVersion = Annotated[str, BeforeValidator(_require_str), AfterValidator(_pinned)]
+
+
+def _pinned_image(value: str) -> str:
+    match = _PINNED_IMAGE.match(value)
+    if not match or not (match.group(1) or match.group(2)) or match.group(1) == ":latest":
+        raise PydanticCustomError(
+            "pinned_image",
+            "is not a pinned image: give a registry/name:tag or @sha256 digest, e.g. "
+            "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04 (no tag, or 'latest', could change under the stack)",
+            {},
+        )
+    return value
+
+
+PinnedImage = Annotated[str, BeforeValidator(_require_str), AfterValidator(_pinned_image)]
 
 
 def _go_duration(value: str) -> str:

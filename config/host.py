@@ -1,0 +1,151 @@
+"""`gpu-tenancy:host`: where the GPU cluster comes from, and what that machine must prove it has.
+
+Three modes, told apart by `mode`: `brev` provisions a machine with the brev CLI,
+`ssh` bootstraps an existing Ubuntu host, `kubeconfig` uses a cluster as it is.
+"""
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
+
+from config.types import ConfigModel, KubernetesName, PinnedImage, dns_label
+
+HOST_MODES = ("brev", "ssh", "kubeconfig")
+BOOTSTRAP_MODES = frozenset({"brev", "ssh"})
+"""Modes in which this stack installs MicroK8s on the machine itself."""
+
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$"
+)
+_IPV4 = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$")
+_MICROK8S_CHANNEL = re.compile(r"^\d+\.\d+(-strict)?/(stable|candidate|beta|edge)$")
+
+
+def _address(value: str) -> str:
+    ipv4 = _IPV4.match(value)
+    if ipv4 and all(int(part) <= 255 for part in ipv4.groups()):
+        return value
+    if ipv4 or not _HOSTNAME.match(value) or value.replace(".", "").isdigit():
+        raise PydanticCustomError(
+            "address",
+            "is not an IPv4 address or DNS name: give the address clients use to reach the host, "
+            "e.g. 203.0.113.10 or gpu-1.example.com (no scheme, no port)",
+            {},
+        )
+    return value
+
+
+def _microk8s_channel(value: str) -> str:
+    if not _MICROK8S_CHANNEL.match(value):
+        raise PydanticCustomError(
+            "microk8s_channel",
+            "is not a MicroK8s snap channel pinned to a Kubernetes minor: use e.g. 1.36/stable "
+            "('latest/...' would move the control plane under running teams)",
+            {},
+        )
+    return value
+
+
+def _string(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise PydanticCustomError(
+            "quoted_string", 'must be a string: quote it in YAML, e.g. "{value}"', {"value": value}
+        )
+    return value
+
+
+HostAddress = Annotated[str, BeforeValidator(_string), AfterValidator(_address)]
+Microk8sChannel = Annotated[str, BeforeValidator(_string), AfterValidator(_microk8s_channel)]
+UbuntuRelease = Annotated[str, BeforeValidator(_string), Field(pattern=r"^\d{2}\.\d{2}$")]
+BrevName = Annotated[str, BeforeValidator(_string), dns_label(63, "Brev instance name")]
+
+
+class HostExpectations(ConfigModel):
+    """What the preflight step checks on the machine before anything is installed on it."""
+
+    gpu_name: str | None = Field(
+        default=None, min_length=1, description="Text every `nvidia-smi` GPU name must contain, e.g. L40S."
+    )
+    min_gpu_memory_mib: int | None = Field(
+        default=None, gt=0, alias="minGpuMemoryMiB", description="Smallest acceptable memory per GPU."
+    )
+    ubuntu_release: UbuntuRelease = Field(default="24.04", description="A different release is a warning only.")
+
+
+class _BootstrapHost(ConfigModel):
+    expect: HostExpectations = Field(default_factory=HostExpectations)
+    api_port: int = Field(default=16443, ge=1, le=65535, description="MicroK8s' API server port.")
+
+
+class BrevHost(_BootstrapHost):
+    """A Brev instance, created by this stack unless one of that name already exists."""
+
+    mode: Literal["brev"]
+    name: BrevName
+    gpu_name: str = Field(min_length=1, description="Brev's --gpu-name filter, e.g. L40S.")
+    cloud: str = Field(min_length=1, description="Brev's --provider, e.g. nebius.")
+    instance_type: str | None = Field(
+        default=None, min_length=1, description="Brev's --type, when a filter is not enough."
+    )
+    delete_on_destroy: bool = Field(
+        default=False, description="Delete the instance on `pulumi destroy` (only if this stack created it)."
+    )
+
+    @property
+    def expected_gpu(self) -> str:
+        return self.expect.gpu_name or self.gpu_name
+
+
+class SshHost(_BootstrapHost):
+    """An existing Ubuntu machine with an NVIDIA driver, reached over SSH with `gpu-tenancy:sshPrivateKey`."""
+
+    mode: Literal["ssh"]
+    address: HostAddress
+    user: str = Field(default="ubuntu", min_length=1, pattern=r"^[a-z_][a-z0-9_-]*$")
+    port: int = Field(default=22, ge=1, le=65535)
+
+    @property
+    def expected_gpu(self) -> str | None:
+        return self.expect.gpu_name
+
+
+class KubeconfigHost(ConfigModel):
+    """An existing cluster with GPU nodes, reached with `gpu-tenancy:kubeconfig`; nothing is bootstrapped."""
+
+    mode: Literal["kubeconfig"]
+    address: HostAddress | None = Field(
+        default=None,
+        description="Address teams use to reach node ports; defaults to the kubeconfig's API server host.",
+    )
+    cluster_id: KubernetesName = Field(
+        default="existing-cluster",
+        description="Stable identity of the cluster: changing it replaces every Kubernetes resource.",
+    )
+
+
+HostConfig = Annotated[BrevHost | SshHost | KubeconfigHost, Field(discriminator="mode")]
+
+
+class GpuOperatorConfig(ConfigModel):
+    """`gpu-tenancy:gpuOperator`: install NVIDIA's GPU Operator, adopt an existing install, or leave it alone."""
+
+    mode: Literal["install", "adopt", "skip"] = Field(
+        default="install",
+        description="install: this stack owns the release. adopt: take over an existing release without "
+        "changing it (switch to install afterwards to manage it). skip: leave the cluster's GPU stack alone.",
+    )
+    release_name: KubernetesName = "gpu-operator"
+    namespace: KubernetesName = "gpu-operator-resources"
+    values: dict[str, Any] = Field(default_factory=dict, description="Helm values deep-merged over the defaults.")
+
+
+class GpuGateConfig(ConfigModel):
+    """`gpu-tenancy:gpuGate`: the Job that proves a pod really gets a GPU before KAI is installed."""
+
+    image: PinnedImage = Field(
+        default="nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04",
+        description="Any image in which the NVIDIA runtime injects nvidia-smi; pinned by tag or digest.",
+    )
+    timeout_seconds: int = Field(default=900, ge=60, le=3600)
