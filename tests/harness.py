@@ -6,6 +6,7 @@ plain `Mocks.new_resource` hook never sees.
 """
 
 import asyncio
+import base64
 import json
 import logging
 import runpy
@@ -39,6 +40,9 @@ class Registration:
     delete_before_replace: bool
     additional_secret_outputs: list[str]
     custom_timeouts: dict[str, str]
+    import_id: str = ""
+    """For a read (`Resource.get`) or an import, the id of the existing object."""
+    read: bool = False
 
     def depends_on(self, other: "Registration") -> bool:
         return other.urn in self.dependencies
@@ -65,6 +69,32 @@ def _with_name(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     return {**inputs, "metadata": metadata}
 
 
+FAKE_HOST_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake\n-----END OPENSSH PRIVATE KEY-----\n"
+FAKE_HOST_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: microk8s-cluster
+  cluster: {server: "https://198.51.100.7:16443", certificate-authority-data: Y2E=}
+users:
+- name: admin
+  user: {client-certificate-data: Y2VydA==, client-key-data: a2V5}
+contexts:
+- name: microk8s
+  context: {cluster: microk8s-cluster, user: admin}
+current-context: microk8s
+"""
+FAKE_INVENTORY = "gpu-node-1\tNVIDIA-L40S\t46068\t580.95.05\t1\n"
+COMMAND_STDOUT = {
+    "brev-instance": "created=true\n",
+    "brev-ssh": "address=198.51.100.7\nuser=ubuntu\nport=22\nprivateKey="
+    + base64.b64encode(FAKE_HOST_KEY.encode()).decode()
+    + "\n",
+    "preflight": "hostname=gpu-node-1\nubuntu=24.04\ngpu=NVIDIA L40S|46068|580.95.05\n",
+    "kubeconfig": FAKE_HOST_KUBECONFIG,
+}
+"""What each host step prints on the reference machine, keyed by the step's name suffix."""
+
+
 class RealisticMocks(Mocks):
     """Outputs shaped like the real providers', so code that reads outputs is exercised."""
 
@@ -72,6 +102,15 @@ class RealisticMocks(Mocks):
         inputs = dict(args.inputs)
         if args.typ.startswith("pulumi:providers:"):
             return f"{args.name}-provider-id", inputs
+        if args.typ.startswith("command:"):
+            step = next((key for key in COMMAND_STDOUT if args.name.endswith(f"-{key}")), None)
+            return f"{args.name}-id", {**inputs, "stdout": COMMAND_STDOUT.get(step or "", ""), "stderr": ""}
+        if args.typ == "kubernetes:core/v1:ConfigMap" and args.resource_id:
+            namespace, name = args.resource_id.split("/")
+            return args.resource_id, {
+                "metadata": {"namespace": namespace, "name": name},
+                "data": {"nodes.tsv": FAKE_INVENTORY},
+            }
         if args.typ == "kubernetes:helm.sh/v3:Release":
             plain, _ = _unwrap(inputs)
             status = {
@@ -102,29 +141,39 @@ class RecordingMonitor(MockMonitor):
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            raw = rpc.deserialize_properties(request.object)
-            unwrapped = {key: _unwrap(value) for key, value in raw.items()}
-            timeouts = request.customTimeouts
-            self.registrations.append(
-                Registration(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    parent=request.parent,
-                    provider=request.provider,
-                    inputs={key: value for key, (value, _) in unwrapped.items()},
-                    secret_inputs={key for key, (_, secret) in unwrapped.items() if secret},
-                    dependencies=set(request.dependencies),
-                    delete_before_replace=request.deleteBeforeReplace,
-                    additional_secret_outputs=list(request.additionalSecretOutputs),
-                    custom_timeouts={
-                        "create": timeouts.create,
-                        "update": timeouts.update,
-                        "delete": timeouts.delete,
-                    },
-                )
-            )
+            self._record(request, response.urn, request.object, read=False)
         return response
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().ReadResource(request)
+        self._record(request, response.urn, request.properties, read=True)
+        return response
+
+    def _record(self, request: Any, urn: str, properties: Any, *, read: bool) -> None:
+        raw = rpc.deserialize_properties(properties)
+        unwrapped = {key: _unwrap(value) for key, value in raw.items()}
+        timeouts = getattr(request, "customTimeouts", None)
+        self.registrations.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                urn=urn,
+                parent=request.parent,
+                provider=request.provider,
+                inputs={key: value for key, (value, _) in unwrapped.items()},
+                secret_inputs={key for key, (_, secret) in unwrapped.items() if secret},
+                dependencies=set(request.dependencies),
+                delete_before_replace=getattr(request, "deleteBeforeReplace", False),
+                additional_secret_outputs=list(request.additionalSecretOutputs),
+                custom_timeouts={
+                    "create": timeouts.create if timeouts else "",
+                    "update": timeouts.update if timeouts else "",
+                    "delete": timeouts.delete if timeouts else "",
+                },
+                import_id=request.id if read else getattr(request, "importId", ""),
+                read=read,
+            )
+        )
 
 
 @dataclass

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from config.issues import ConfigError
 from config.sources import load_settings
-from tests.conftest import dev_settings
-from tests.harness import attempt_main, run_main
+from tests.conftest import FAKE_KUBECONFIG, dev_settings
+from tests.harness import ProgramRun, attempt_main
 
 Config = dict[str, Any]
 
@@ -102,19 +102,30 @@ BAD_CONFIGS = [
     ("unknown-top-level-key", lambda c: c.update(queue=[]), "gpu-tenancy:queue", "not a known key"),
     ("missing-queues", lambda c: c.pop("queues"), "gpu-tenancy:queues", "required"),
     ("missing-version", lambda c: c["versions"].pop("kaiScheduler"), "gpu-tenancy:versions.kaiScheduler", "required"),
+    ("latest-microk8s", _versions(microk8s="latest/stable"), "gpu-tenancy:versions.microk8s", "1.36/stable"),
+    ("missing-microk8s", lambda c: c["versions"].pop("microk8s"), "gpu-tenancy:versions.microk8s", "host.mode is brev"),
+    (
+        "missing-operator-version",
+        lambda c: c["versions"].pop("gpuOperator"),
+        "gpu-tenancy:versions.gpuOperator",
+        "gpuOperator.mode is install",
+    ),
+    (
+        "unknown-operator-mode",
+        lambda c: c.update(gpuOperator={"mode": "upgrade"}),
+        "gpu-tenancy:gpuOperator.mode",
+        "'install', 'adopt' or 'skip'",
+    ),
+    (
+        "unpinned-gate-image",
+        lambda c: c.update(gpuGate={"image": "nvcr.io/nvidia/cuda"}),
+        "gpu-tenancy:gpuGate.image",
+        "not a pinned image",
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("mutate", "key", "hint"),
-    [pytest.param(m, k, h, id=i) for i, m, k, h in BAD_CONFIGS],
-)
-def test_bad_config_is_one_run_error_naming_the_key_and_nothing_is_registered(
-    mutate: Callable[[Config], None], key: str, hint: str, host_secrets: dict[str, str]
-) -> None:
-    config = dev_settings()
-    mutate(config)
-    error, run = attempt_main(config, host_secrets)
+def _assert_one_problem(error: BaseException | None, run: ProgramRun, key: str, hint: str) -> None:
     assert isinstance(error, pulumi.RunError), f"expected a RunError, got {error!r}"
     assert run.registrations == [], [r.name for r in run.registrations]
     message = str(error)
@@ -124,9 +135,59 @@ def test_bad_config_is_one_run_error_naming_the_key_and_nothing_is_registered(
     assert hint in lines[0], message
 
 
-def test_missing_kubeconfig_names_the_secret_to_set(dev_config: Config) -> None:
-    with pytest.raises(pulumi.RunError, match=r"gpu-tenancy:kubeconfig .*pulumi config set --secret"):
-        run_main(dev_config, secrets={})
+@pytest.mark.parametrize(
+    ("mutate", "key", "hint"),
+    [pytest.param(m, k, h, id=i) for i, m, k, h in BAD_CONFIGS],
+)
+def test_bad_config_is_one_run_error_naming_the_key_and_nothing_is_registered(
+    mutate: Callable[[Config], None], key: str, hint: str
+) -> None:
+    config = dev_settings()
+    mutate(config)
+    error, run = attempt_main(config, {})
+    _assert_one_problem(error, run, key, hint)
+
+
+SSH_HOST = {"mode": "ssh", "address": "203.0.113.10"}
+KUBECONFIG_HOST = {"mode": "kubeconfig"}
+KEY = {"sshPrivateKey": "stand-in key"}
+KUBECONFIG = {"kubeconfig": FAKE_KUBECONFIG}
+
+BAD_HOSTS = [
+    ("unknown-mode", {"mode": "vagrant"}, {}, "gpu-tenancy:host.mode", "brev, ssh, kubeconfig"),
+    ("missing-mode", {"address": "203.0.113.10"}, {}, "gpu-tenancy:host.mode", "is required"),
+    ("ssh-without-address", {"mode": "ssh"}, KEY, "gpu-tenancy:host.address", "required"),
+    ("ssh-address-with-scheme", {**SSH_HOST, "address": "https://gpu-1"}, KEY, "gpu-tenancy:host.address", "no scheme"),
+    ("ssh-address-bad-ip", {**SSH_HOST, "address": "203.0.113.300"}, KEY, "gpu-tenancy:host.address", "IPv4"),
+    ("ssh-without-key", SSH_HOST, {}, "gpu-tenancy:sshPrivateKey", "pulumi config set --secret"),
+    ("ssh-with-unused-kubeconfig", SSH_HOST, {**KEY, **KUBECONFIG}, "gpu-tenancy:kubeconfig", "does not use it"),
+    ("ssh-port-out-of-range", {**SSH_HOST, "port": 70000}, KEY, "gpu-tenancy:host.port", "65535"),
+    ("kubeconfig-without-kubeconfig", KUBECONFIG_HOST, {}, "gpu-tenancy:kubeconfig", "pulumi config set --secret"),
+    ("kubeconfig-with-ssh-key", KUBECONFIG_HOST, {**KUBECONFIG, **KEY}, "gpu-tenancy:sshPrivateKey", "does not use"),
+    ("kubeconfig-with-brev-key", {**KUBECONFIG_HOST, "cloud": "nebius"}, KUBECONFIG, "gpu-tenancy:host.cloud", "known"),
+    (
+        "brev-without-name",
+        {"mode": "brev", "gpuName": "L40S", "cloud": "nebius"},
+        {},
+        "gpu-tenancy:host.name",
+        "required",
+    ),
+    ("brev-with-unused-key", None, KEY, "gpu-tenancy:sshPrivateKey", "does not use it"),
+]
+
+
+@pytest.mark.parametrize(
+    ("host", "secrets", "key", "hint"),
+    [pytest.param(h, s, k, m, id=i) for i, h, s, k, m in BAD_HOSTS],
+)
+def test_bad_host_config_is_one_run_error_naming_the_key(
+    host: dict[str, Any] | None, secrets: dict[str, str], key: str, hint: str
+) -> None:
+    config = dev_settings()
+    if host is not None:
+        config["host"] = host
+    error, run = attempt_main(config, secrets)
+    _assert_one_problem(error, run, key, hint)
 
 
 def test_every_problem_is_reported_at_once(dev_config: Config) -> None:
@@ -170,7 +231,7 @@ def _malformed_configs(draw: st.DrawFn) -> Config:
 @given(config=_malformed_configs())
 def test_malformed_config_never_crashes_and_never_registers_a_resource(config: Config) -> None:
     """Whatever is wrong, the outcome is a clean RunError with nothing created, or a valid run."""
-    error, run = attempt_main(config, {"kubeconfig": "stand-in"})
+    error, run = attempt_main(config, {})
     if error is None:
         assert run.registrations, "a config that validates must produce resources"
         return

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from components.kai_gate import GATE_SCRIPT, PROBE_NAME, gate_files, release_fingerprint
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, queue_schema_errors
+from tests.conftest import dev_settings, queue_schema_errors
 from tests.harness import run_main
 
 SCRIPTS = sorted((GATE_SCRIPT.parent).glob("*.sh"))
@@ -122,8 +122,8 @@ def test_fingerprint_changes_exactly_when_the_release_changes() -> None:
 def _gate_and_queues(version: str) -> tuple[dict[str, str], dict[str, Any]]:
     config = dev_settings()
     config["versions"]["kaiScheduler"] = version
-    run = run_main(config, {"kubeconfig": FAKE_KUBECONFIG})
-    job = run.one("kubernetes:batch/v1:Job")
+    run = run_main(config)
+    job = run.one("kubernetes:batch/v1:Job", "kai-gate")
     queues = {r.name: r.inputs for r in run.of_type("kubernetes:scheduling.run.ai/v2:Queue")}
     annotations: dict[str, str] = job.inputs["spec"]["template"]["metadata"]["annotations"]
     return annotations, queues

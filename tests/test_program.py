@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, queue_schema_errors, reference_file
-from tests.harness import ProgramRun, Registration, run_main
+from tests.conftest import dev_settings, queue_schema_errors, reference_file
+from tests.harness import FAKE_HOST_KUBECONFIG, ProgramRun, Registration, run_main
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -25,7 +25,7 @@ NOT_GOVERNED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
 @pytest.fixture(scope="module")
 def dev_run() -> ProgramRun:
-    return run_main(dev_settings(), {"kubeconfig": FAKE_KUBECONFIG})
+    return run_main(dev_settings())
 
 
 def _queues(run: ProgramRun) -> dict[str, Registration]:
@@ -47,7 +47,7 @@ def test_dev_stack_renders_the_tutorial_queues_with_cpu_and_memory_explicit(dev_
 
 
 def test_dev_stack_installs_kai_as_the_tutorial_does(dev_run: ProgramRun) -> None:
-    release = dev_run.one(RELEASE).inputs
+    release = dev_run.one(RELEASE, "kai-release").inputs
     assert release["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
     assert release["version"] == "v0.16.4"
     assert release["name"] == "kai-scheduler"
@@ -56,8 +56,8 @@ def test_dev_stack_installs_kai_as_the_tutorial_does(dev_run: ProgramRun) -> Non
 
 
 def test_every_queue_waits_for_kai_to_admit_queues(dev_run: ProgramRun) -> None:
-    gate = dev_run.one(JOB)
-    release = dev_run.one(RELEASE)
+    gate = dev_run.one(JOB, "kai-gate")
+    release = dev_run.one(RELEASE, "kai-release")
     assert gate.depends_on(release), "the gate must run after the release is installed"
     for name, queue in _queues(dev_run).items():
         assert queue.depends_on(gate), f"{name} does not wait for the KAI gate"
@@ -74,16 +74,16 @@ def test_children_are_created_after_and_deleted_before_their_parent(dev_run: Pro
 
 
 def test_every_kubernetes_resource_uses_the_explicit_host_provider(dev_run: ProgramRun) -> None:
-    provider = dev_run.one(PROVIDER, "host")
+    provider = dev_run.one(PROVIDER, "host-cluster")
     for registration in dev_run.registrations:
         if registration.type.startswith("kubernetes:"):
             assert registration.provider.startswith(provider.urn), registration.name
 
 
-def test_host_kubeconfig_is_secret_in_the_provider_inputs(dev_run: ProgramRun) -> None:
-    provider = dev_run.one(PROVIDER, "host")
+def test_the_provider_uses_the_hosts_kubeconfig_as_a_secret(dev_run: ProgramRun) -> None:
+    provider = dev_run.one(PROVIDER, "host-cluster")
     assert "kubeconfig" in provider.secret_inputs
-    assert provider.inputs["kubeconfig"] == FAKE_KUBECONFIG
+    assert provider.inputs["kubeconfig"] == FAKE_HOST_KUBECONFIG
 
 
 def test_components_own_their_children(dev_run: ProgramRun) -> None:
@@ -91,19 +91,28 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
     for registration in dev_run.registrations:
         if registration.type == QUEUE:
             assert kinds[registration.parent] == "gpu-tenancy:index:QueueHierarchy"
-        elif registration.type.startswith("kubernetes:"):
-            assert kinds[registration.parent] == "gpu-tenancy:index:KaiScheduler", registration.name
+        elif registration.type.startswith(("kubernetes:", "command:")):
+            owner = "GpuHost" if registration.name.startswith("host-") else "KaiScheduler"
+            assert kinds[registration.parent] == f"gpu-tenancy:index:{owner}", registration.name
 
 
 def test_stack_outputs(dev_run: ProgramRun) -> None:
     exports = {key: exported.value for key, exported in dev_run.exports.items()}
     assert exports == {
+        "hostKubeconfig": FAKE_HOST_KUBECONFIG,
+        "hostAddress": "198.51.100.7",
+        "gpu": {"gpu-node-1": {"name": "NVIDIA-L40S", "memoryMiB": 46068, "driverVersion": "580.95.05", "count": 1}},
         "kaiNamespace": "kai-scheduler",
         "schedulerName": "kai-scheduler",
         "kaiReleaseStatus": "deployed",
         "queues": ["ml-org", "team-nlp", "team-vision", "team-recommender"],
         "leafQueues": ["team-nlp", "team-vision", "team-recommender"],
     }
+
+
+def test_only_the_host_kubeconfig_output_is_secret(dev_run: ProgramRun) -> None:
+    secret = {key for key, exported in dev_run.exports.items() if exported.secret}
+    assert secret == {"hostKubeconfig"}
 
 
 def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> None:
@@ -137,6 +146,6 @@ def _paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[st
 
 def test_kai_values_only_use_keys_the_chart_defines(dev_run: ProgramRun) -> None:
     chart_values = yaml.safe_load(reference_file("kai", "values.yaml").read_text())
-    rendered = dev_run.one(RELEASE).inputs["values"]
+    rendered = dev_run.one(RELEASE, "kai-release").inputs["values"]
     unknown = _paths(rendered) - _paths(chart_values)
     assert not unknown, f"keys the KAI chart does not define: {sorted(unknown)}"
