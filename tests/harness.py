@@ -43,6 +43,8 @@ class Registration:
     import_id: str = ""
     """For a read (`Resource.get`) or an import, the id of the existing object."""
     read: bool = False
+    retain_on_delete: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
 
     def depends_on(self, other: "Registration") -> bool:
         return other.urn in self.dependencies
@@ -172,6 +174,8 @@ class RecordingMonitor(MockMonitor):
                 },
                 import_id=request.id if read else getattr(request, "importId", ""),
                 read=read,
+                retain_on_delete=getattr(request, "retainOnDelete", False),
+                ignore_changes=list(getattr(request, "ignoreChanges", [])),
             )
         )
 

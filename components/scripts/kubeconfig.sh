@@ -13,7 +13,7 @@ set -euo pipefail
 : "${ADDRESS:?address clients use}"
 : "${API_PORT:?API server port}"
 
-certs=/var/snap/microk8s/current/certs
+certs="${MICROK8S_CERTS:-/var/snap/microk8s/current/certs}"
 log() { echo "[kubeconfig] $*" >&2; }
 
 if [[ "${ADDRESS}" =~ ^[0-9]+(\.[0-9]+){3}$ ]]; then

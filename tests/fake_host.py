@@ -1,0 +1,107 @@
+"""A stand-in machine for host scripts: fake snap, microk8s, nvidia-smi, brev, ssh, kubectl and sudo.
+
+Every fake logs its command line and answers as a host in the state given by
+FAKE_* variables would, so a script's behaviour (what it runs, what it skips,
+what it prints) is tested without a real host.
+"""
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.host_scripts import render_script
+
+FAKE = r"""#!/usr/bin/env bash
+tool=$(basename "$0")
+echo "${tool} $*" >> "${FAKE_LOG}"
+listed() { [[ " ${2} " == *" ${1} "* ]]; }
+case "${tool}" in
+  sudo) [[ "$1" == -n ]] && shift; exec "$@" ;;
+  id) echo ubuntu ;;
+  usermod) exit 0 ;;
+  hostname) echo gpu-node-1 ;;
+  snap)
+    case "$1" in
+      list) [[ -n "${FAKE_SNAP_CHANNEL:-}" ]] || { echo "error: no matching snaps installed" >&2; exit 1; }
+            echo "Name Version Rev Tracking Publisher Notes"
+            echo "microk8s v1.36.0 8000 ${FAKE_SNAP_CHANNEL} canonical classic" ;;
+    esac ;;
+  microk8s)
+    case "$1 $2" in
+      "status --format") listed "$5" "${FAKE_ENABLED:-}" && echo enabled || echo disabled ;;
+      "config "*) printf 'apiVersion: v1\nclusters:\n- cluster:\n    server: %s\n  name: microk8s\n' \
+                    https://10.0.0.5:16443 ;;
+      "kubectl get")
+        if [[ "$3" == deployments ]]; then printf '%s\n' ${FAKE_OPERATOR_NAMESPACES:-}
+        else echo "${FAKE_NAMESPACE_PART_OF:-}"; fi ;;
+    esac ;;
+  openssl) echo "X509v3 Subject Alternative Name:"
+           echo "    DNS:kubernetes, IP Address:127.0.0.1, IP Address:10.0.0.5${FAKE_EXTRA_SAN:+, ${FAKE_EXTRA_SAN}}" ;;
+  nvidia-smi) [[ -n "${FAKE_GPUS:-}" ]] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
+              printf '%b\n' "${FAKE_GPUS}" ;;
+  brev)
+    case "$1" in
+      ls) [[ -z "${FAKE_BREV_LOGGED_OUT:-}" ]] || { echo "read: EOF" >&2; exit 1; }
+          echo "NAME STATUS BUILD SHELL ID MACHINE"
+          for name in ${FAKE_BREV_INSTANCES:-}; do echo "${name} RUNNING COMPLETED READY abc n1"; done ;;
+    esac ;;
+  ssh) echo "hostname 198.51.100.7"; echo "user ubuntu"; echo "port 22"
+       echo "identityfile ${FAKE_IDENTITY}"; echo "proxycommand ${FAKE_PROXY:-none}" ;;
+  kubectl)
+    case "$1" in
+      get) printf '%b' "${FAKE_GPU_NODES:-}" ;;
+      create) cat <<'YAML'
+kind: ConfigMap
+YAML
+      ;;
+      apply) cat > /dev/null ;;
+    esac ;;
+esac
+exit 0
+"""
+
+TOOLS = ("sudo", "id", "usermod", "hostname", "snap", "microk8s", "openssl", "nvidia-smi", "brev", "ssh", "kubectl")
+
+
+@dataclass
+class FakeHost:
+    root: Path
+    state: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log(self) -> Path:
+        return self.root / "calls.log"
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def run(self, script: str, inputs: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        """Run the script exactly as shipped: rendered with its inputs, under bash."""
+        env = {
+            "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
+            "HOME": str(self.root),
+            "FAKE_LOG": str(self.log),
+            **self.state,
+        }
+        return subprocess.run(
+            ["bash", "-c", render_script(script, inputs)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+
+
+def fake_host(root: Path, without: tuple[str, ...] = ()) -> FakeHost:
+    """A host with every fake tool installed except those in `without`."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    fake = root / "fake"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    for tool in TOOLS:
+        if tool not in without:
+            (bin_dir / tool).symlink_to(fake)
+    return FakeHost(root)
