@@ -254,8 +254,8 @@ class GpuHost(pulumi.ComponentResource):
             "timeout": OPERATOR_TIMEOUT_SECONDS,
         }
         if settings.mode == "adopt":
-            # Take over the release as it is: the import must match what is deployed, so
-            # everything it was installed with is ignored, and destroy leaves it in place.
+            # Track the release as it is: an import must match what is deployed, so everything it
+            # was installed with is ignored for good, and destroy leaves it in place.
             return k8s.helm.v3.Release(
                 f"{self._name}-gpu-operator",
                 namespace=settings.namespace,

@@ -133,8 +133,8 @@ class GpuOperatorConfig(ConfigModel):
 
     mode: Literal["install", "adopt", "skip"] = Field(
         default="install",
-        description="install: this stack owns the release. adopt: take over an existing release without "
-        "changing it (switch to install afterwards to manage it). skip: leave the cluster's GPU stack alone.",
+        description="install: this stack owns the release. adopt: track an existing release without ever "
+        "changing or uninstalling it. skip: leave the cluster's GPU stack alone.",
     )
     release_name: KubernetesName = "gpu-operator"
     namespace: KubernetesName = "gpu-operator-resources"
