@@ -10,15 +10,14 @@ from typing import Any
 
 import pulumi
 
+from components.gate_job import LOCKED_DOWN, gate_pod, script_container
 from components.host_scripts import SCRIPTS_DIR
-from components.kai_gate import NON_ROOT_UID
 
 INVENTORY_SCRIPT = "gpu-inventory.sh"
 INVENTORY_CONFIG_MAP = "gpu-inventory"
 INVENTORY_KEY = "nodes.tsv"
 GPU_NODE_LABEL = "nvidia.com/gpu.present"
 GPU_RESOURCE = "nvidia.com/gpu"
-MOUNT_PATH = "/gate"
 
 NODE_RULES: list[dict[str, Any]] = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
 INVENTORY_RULES: list[dict[str, Any]] = [
@@ -30,14 +29,6 @@ def gate_files() -> dict[str, str]:
     return {INVENTORY_SCRIPT: (SCRIPTS_DIR / INVENTORY_SCRIPT).read_text()}
 
 
-def _locked_down() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
-
-
 def gpu_gate_pod_spec(
     *,
     gpu_image: str,
@@ -46,46 +37,30 @@ def gpu_gate_pod_spec(
     service_account: pulumi.Input[str],
     config_map: pulumi.Input[str],
 ) -> dict[str, Any]:
+    pod = gate_pod(
+        service_account=service_account,
+        config_map=config_map,
+        containers=[
+            script_container(
+                name="inventory",
+                image=kubectl_image,
+                script=INVENTORY_SCRIPT,
+                env=[{"name": "INVENTORY", "value": INVENTORY_CONFIG_MAP}, {"name": "NAMESPACE", "value": namespace}],
+            )
+        ],
+    )
     return {
-        "serviceAccountName": service_account,
-        "restartPolicy": "Never",
+        **pod,
         "nodeSelector": {GPU_NODE_LABEL: "true"},
         # Managed clusters often taint GPU nodes so that only GPU pods land there.
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
         "initContainers": [
             {
                 "name": "nvidia-smi",
                 "image": gpu_image,
                 "command": ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"],
                 "resources": {"limits": {GPU_RESOURCE: 1}},
-                "securityContext": _locked_down(),
+                "securityContext": LOCKED_DOWN,
             }
-        ],
-        "containers": [
-            {
-                "name": "inventory",
-                "image": kubectl_image,
-                "command": ["/bin/bash", f"{MOUNT_PATH}/{INVENTORY_SCRIPT}"],
-                "env": [
-                    {"name": "INVENTORY", "value": INVENTORY_CONFIG_MAP},
-                    {"name": "NAMESPACE", "value": namespace},
-                    {"name": "HOME", "value": "/tmp"},
-                ],
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-                "securityContext": _locked_down(),
-                "volumeMounts": [
-                    {"name": "gate", "mountPath": MOUNT_PATH, "readOnly": True},
-                    {"name": "tmp", "mountPath": "/tmp"},
-                ],
-            }
-        ],
-        "volumes": [
-            {"name": "gate", "configMap": {"name": config_map}},
-            {"name": "tmp", "emptyDir": {}},
         ],
     }

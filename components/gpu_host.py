@@ -15,6 +15,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
+from components.gate_job import GateAccess, fingerprint, gate_job
 from components.gpu_gate import (
     INVENTORY_CONFIG_MAP,
     INVENTORY_KEY,
@@ -26,7 +27,6 @@ from components.gpu_gate import (
 from components.gpu_operator_values import GPU_OPERATOR_CHART, GPU_OPERATOR_REPO, gpu_operator_values
 from components.host_facts import kubeconfig_server_host, parse_brev_ssh, parse_inventory, parse_preflight
 from components.host_scripts import MARKER_DIR, remote_command, render_script
-from components.kai_gate import release_fingerprint
 from components.labels import MANAGED_BY, object_name
 from config.host import BrevHost, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost, SshHost
 from config.platform import VersionsConfig
@@ -288,73 +288,44 @@ class GpuHost(pulumi.ComponentResource):
         name = f"{self._name}-gpu-gate"
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
         settings = self._args.gpu_gate
-        namespace = k8s.core.v1.Namespace(name, metadata={"name": GATE_NAMESPACE, "labels": MANAGED_BY}, opts=child)
-        namespace_name = object_name(namespace)
-        account = k8s.core.v1.ServiceAccount(
-            name, metadata={"namespace": namespace_name, "labels": MANAGED_BY}, opts=child
+        namespace = object_name(
+            k8s.core.v1.Namespace(name, metadata={"name": GATE_NAMESPACE, "labels": MANAGED_BY}, opts=child)
         )
-        subjects = [{"kind": "ServiceAccount", "name": object_name(account), "namespace": namespace_name}]
-        node_reader = k8s.rbac.v1.ClusterRole(name, metadata={"labels": MANAGED_BY}, rules=NODE_RULES, opts=child)
-        node_binding = k8s.rbac.v1.ClusterRoleBinding(
+        access = GateAccess(
             name,
-            metadata={"labels": MANAGED_BY},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": object_name(node_reader)},
-            subjects=subjects,
+            namespace=namespace,
+            files=gate_files(),
+            cluster_rules=NODE_RULES,
+            namespace_rules=INVENTORY_RULES,
             opts=child,
-        )
-        writer = k8s.rbac.v1.Role(
-            name, metadata={"namespace": namespace_name, "labels": MANAGED_BY}, rules=INVENTORY_RULES, opts=child
-        )
-        writer_binding = k8s.rbac.v1.RoleBinding(
-            name,
-            metadata={"namespace": namespace_name, "labels": MANAGED_BY},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": object_name(writer)},
-            subjects=subjects,
-            opts=child,
-        )
-        files = k8s.core.v1.ConfigMap(
-            name, metadata={"namespace": namespace_name, "labels": MANAGED_BY}, data=gate_files(), opts=child
         )
         operator_settings = self._args.gpu_operator
-        fingerprint = release_fingerprint(
-            f"{operator_settings.mode}:{GPU_OPERATOR_CHART}",
-            self._args.versions.gpu_operator or "",
-            {**operator_settings.values, "gateImage": settings.image},
+        gpu_stack = fingerprint(
+            operator_settings.mode,
+            self._args.versions.gpu_operator,
+            operator_settings.values,
+            settings.image,
         )
-        wait = f"{settings.timeout_seconds + 120}s"
-        job = k8s.batch.v1.Job(
+        job = gate_job(
             name,
-            metadata={
-                "namespace": namespace_name,
-                "labels": MANAGED_BY,
-                "annotations": {"pulumi.com/replaceUnready": "true"},
-            },
-            spec={
-                "backoffLimit": 2,
-                "activeDeadlineSeconds": settings.timeout_seconds,
-                "template": {
-                    # A changed operator replaces the Job (its template is immutable), so the gate runs again.
-                    "metadata": {"labels": MANAGED_BY, "annotations": {"gpu-tenancy/gpu-stack": fingerprint}},
-                    "spec": gpu_gate_pod_spec(
-                        gpu_image=settings.image,
-                        kubectl_image=f"{KUBECTL_IMAGE}:{self._args.versions.kubectl}",
-                        namespace=namespace_name,
-                        service_account=object_name(account),
-                        config_map=object_name(files),
-                    ),
-                },
-            },
-            opts=child.merge(
-                pulumi.ResourceOptions(
-                    depends_on=[node_binding, writer_binding, *([operator] if operator else [])],
-                    custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
-                )
+            namespace=namespace,
+            pod=gpu_gate_pod_spec(
+                gpu_image=settings.image,
+                kubectl_image=f"{KUBECTL_IMAGE}:{self._args.versions.kubectl}",
+                namespace=namespace,
+                service_account=access.service_account,
+                config_map=access.config_map,
             ),
+            # A changed operator replaces the Job, so the gate runs again.
+            fingerprint_annotation=("gpu-tenancy/gpu-stack", gpu_stack),
+            timeout_seconds=settings.timeout_seconds,
+            backoff_limit=2,
+            opts=child.merge(pulumi.ResourceOptions(depends_on=[*access.bindings, *([operator] if operator else [])])),
         )
         # Read only once the Job has completed: its id is unknown until then, so preview never reads early.
         inventory = k8s.core.v1.ConfigMap.get(
             f"{name}-inventory",
-            pulumi.Output.all(namespace_name, job.id).apply(lambda parts: f"{parts[0]}/{INVENTORY_CONFIG_MAP}"),
+            pulumi.Output.all(namespace, job.id).apply(lambda parts: f"{parts[0]}/{INVENTORY_CONFIG_MAP}"),
             opts=child,
         )
         gpu = inventory.data.apply(lambda data: parse_inventory((data or {}).get(INVENTORY_KEY, "")))

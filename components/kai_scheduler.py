@@ -6,12 +6,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kai_gate import (
-    GATE_RULES,
-    gate_files,
-    gate_pod_spec,
-    release_fingerprint,
-)
+from components.gate_job import GateAccess, gate_job, gate_pod
+from components.kai_gate import GATE_RULES, gate_files, kai_gate_container, release_fingerprint
 from components.kai_values import kai_release_values
 from components.labels import MANAGED_BY, object_name
 from config.platform import KaiSchedulerConfig
@@ -97,67 +93,20 @@ class KaiScheduler(pulumi.ComponentResource):
         """A Job that pulumi-kubernetes awaits to completion; see scripts/kai-ready.sh for the why."""
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         timeout = args.settings.ready_timeout_seconds
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-gate",
-            metadata={"namespace": namespace, "labels": MANAGED_BY},
-            opts=child,
+        access = GateAccess(
+            f"{name}-gate", namespace=namespace, files=gate_files(), cluster_rules=GATE_RULES, opts=child
         )
-        role = k8s.rbac.v1.ClusterRole(f"{name}-gate", metadata={"labels": MANAGED_BY}, rules=GATE_RULES, opts=child)
-        binding = k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-gate",
-            metadata={"labels": MANAGED_BY},
-            role_ref={
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": object_name(role),
-            },
-            subjects=[
-                {
-                    "kind": "ServiceAccount",
-                    "name": object_name(account),
-                    "namespace": namespace,
-                }
-            ],
-            opts=child,
+        pod = gate_pod(
+            service_account=access.service_account,
+            config_map=access.config_map,
+            containers=[kai_gate_container(image=f"{KUBECTL_IMAGE}:{args.kubectl_version}", timeout_seconds=timeout)],
         )
-        files = k8s.core.v1.ConfigMap(
+        return gate_job(
             f"{name}-gate",
-            metadata={"namespace": namespace, "labels": MANAGED_BY},
-            data=gate_files(),
-            opts=child,
-        )
-        pod = gate_pod_spec(
-            image=f"{KUBECTL_IMAGE}:{args.kubectl_version}",
-            service_account=object_name(account),
-            config_map=object_name(files),
+            namespace=namespace,
+            pod=pod,
+            fingerprint_annotation=("gpu-tenancy/kai-release", fingerprint),
             timeout_seconds=timeout,
+            backoff_limit=1,
+            opts=child.merge(pulumi.ResourceOptions(depends_on=[release, *access.bindings])),
         )
-        wait = f"{timeout + 120}s"
-        job: k8s.batch.v1.Job = k8s.batch.v1.Job(
-            f"{name}-gate",
-            metadata={
-                "namespace": namespace,
-                "labels": MANAGED_BY,
-                # A gate that failed once is replaced (re-run) by the next `up`, not awaited again.
-                "annotations": {"pulumi.com/replaceUnready": "true"},
-            },
-            spec={
-                "backoffLimit": 1,
-                "activeDeadlineSeconds": timeout + 60,
-                "template": {
-                    # The template is immutable: a new fingerprint replaces the Job, re-running the gate.
-                    "metadata": {
-                        "labels": MANAGED_BY,
-                        "annotations": {"gpu-tenancy/kai-release": fingerprint},
-                    },
-                    "spec": pod,
-                },
-            },
-            opts=child.merge(
-                pulumi.ResourceOptions(
-                    depends_on=[release, binding],
-                    custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
-                )
-            ),
-        )
-        return job
