@@ -21,6 +21,9 @@ class VersionsConfig(ConfigModel):
     microk8s: Microk8sChannel | None = Field(
         default=None, description="MicroK8s snap channel, e.g. 1.36/stable; required in brev and ssh modes."
     )
+    vcluster: PinnedVersion | None = Field(
+        default=None, description="vCluster chart version, e.g. 0.35.1; required when there are tenants."
+    )
     gpu_operator: PinnedVersion | None = Field(
         default=None, description="GPU Operator chart version, e.g. v26.3.3; required unless gpuOperator.mode is skip."
     )

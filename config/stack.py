@@ -9,7 +9,7 @@ from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorC
 from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, problems_from
 from config.platform import KaiSchedulerConfig, VersionsConfig
 from config.queues import QueueConfig
-from config.tenants import TenantConfig
+from config.tenants import TenantConfig, VClusterConfig, node_port_issues
 from config.types import ConfigModel
 
 
@@ -23,12 +23,14 @@ class StackConfig(ConfigModel):
     kai_scheduler: KaiSchedulerConfig = Field(default_factory=KaiSchedulerConfig)
     queues: list[QueueConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
+    vcluster: VClusterConfig = Field(default_factory=VClusterConfig)
 
     @model_validator(mode="after")
     def _tree_is_sound(self) -> "StackConfig":
         issues = _prefixed("queues", structural_issues(self.queues))
         if not issues:
             issues = _prefixed("queues", overcommit_issues(self.queues)) + self._tenant_issues()
+            issues += node_port_issues(self.tenants)
         issues += self._version_issues()
         if issues:
             raise ConfigIssues(issues)
@@ -76,6 +78,14 @@ class StackConfig(ConfigModel):
                     ("versions", "microk8s"),
                     MISSING,
                     f"is required when host.mode is {self.host.mode}: set the snap channel, e.g. 1.36/stable",
+                )
+            )
+        if self.tenants and self.versions.vcluster is None:
+            issues.append(
+                ConfigIssue(
+                    ("versions", "vcluster"),
+                    MISSING,
+                    "is required when there are tenants: set the vCluster chart version, e.g. 0.35.1",
                 )
             )
         if self.gpu_operator.mode == "install" and self.versions.gpu_operator is None:

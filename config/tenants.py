@@ -1,10 +1,136 @@
-"""`gpu-tenancy:tenants`: one vCluster per team, each pinned to a leaf queue."""
+"""`gpu-tenancy:tenants`: one vCluster per team, each pinned to a leaf queue, with its own add-ons."""
 
-from config.types import ConfigModel, QueueName, TenantName
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from config.issues import ConfigIssue, Path
+from config.types import ConfigModel, KubernetesName, PinnedVersion, QueueName, TenantName
+
+NODE_PORT_RANGE = range(30000, 32768)
+"""Kubernetes' default service-node-port-range."""
+
+PLATFORM_VALUES: dict[tuple[str, ...], str] = {
+    ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",
+    ("sync", "fromHost", "nodes", "enabled"): "teams must see the real GPU node",
+    ("controlPlane", "service", "spec", "type"): "the API endpoint is a NodePort on the host",
+    ("controlPlane", "service", "httpsNodePort"): "set the tenant's nodePort instead",
+    ("exportKubeConfig", "server"): "it is derived from the host address and the tenant's nodePort",
+    ("exportKubeConfig", "context"): "it is the tenant's name",
+}
+"""vCluster values the platform sets for every tenant, and why a tenant may not override them."""
+
+_CHART_REPO = re.compile(r"^(https://|oci://)\S+$")
+
+
+class AddonChart(ConfigModel):
+    repo: str = Field(pattern=_CHART_REPO.pattern, description="Chart repository URL (https:// or oci://).")
+    chart: str = Field(min_length=1)
+    version: PinnedVersion
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class AddonConfig(ConfigModel):
+    """Something installed inside one tenant's vCluster: a Helm chart, or plain manifests."""
+
+    name: KubernetesName
+    namespace: KubernetesName | None = Field(default=None, description="For a chart; defaults to the add-on's name.")
+    chart: AddonChart | None = None
+    manifests: list[dict[str, Any]] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "AddonConfig":
+        if (self.chart is None) == (self.manifests is None):
+            raise ConfigIssue((), self.name, "needs exactly one of `chart` (a Helm chart) or `manifests` (a list)")
+        for index, manifest in enumerate(self.manifests or []):
+            missing = [key for key in ("apiVersion", "kind", "metadata") if key not in manifest]
+            if missing or "name" not in (manifest.get("metadata") or {}):
+                raise ConfigIssue(
+                    ("manifests", index),
+                    manifest.get("kind", manifest),
+                    "needs apiVersion, kind and metadata.name",
+                )
+        return self
 
 
 class TenantConfig(ConfigModel):
-    """One team. Its vCluster and admission policies arrive with the VClusterTenant component."""
+    """One team: its vCluster, the queue its pods are pinned to, and its add-ons."""
 
     name: TenantName
     queue: QueueName
+    node_port: int | None = Field(
+        default=None,
+        ge=NODE_PORT_RANGE.start,
+        le=NODE_PORT_RANGE.stop - 1,
+        description="NodePort of the tenant's API server; derived from the name when unset.",
+    )
+    values: dict[str, Any] = Field(default_factory=dict, description="vCluster Helm values, merged last.")
+    addons: list[AddonConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _platform_values_kept(self) -> "TenantConfig":
+        for path, reason in PLATFORM_VALUES.items():
+            node: Any = self.values
+            for key in path:
+                node = node.get(key, _ABSENT) if isinstance(node, dict) else _ABSENT
+            if node is not _ABSENT:
+                raise ConfigIssue(("values", *path), node, f"is set by gpu-tenancy for every tenant: {reason}")
+        names = [addon.name for addon in self.addons]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise ConfigIssue(("addons", index, "name"), name, "is already used by an earlier add-on")
+        return self
+
+
+class VClusterConfig(ConfigModel):
+    """`gpu-tenancy:vcluster`: how every tenant's vCluster is installed and fenced in."""
+
+    repo: str = Field(default="https://charts.loft.sh", pattern=_CHART_REPO.pattern)
+    admission: Literal["mutate", "validate"] = Field(
+        default="mutate",
+        description="mutate: pin pods to their queue and KAI (Kubernetes 1.36+). "
+        "validate: only refuse pods that name another queue or use GPUs without KAI (older clusters).",
+    )
+    persistence_size: str = Field(default="5Gi", pattern=r"^\d+(Mi|Gi|Ti)$")
+    storage_class: KubernetesName | None = Field(
+        default=None, description="StorageClass of the control plane's PVC; the cluster default when unset."
+    )
+    ready_timeout_seconds: int = Field(default=600, ge=60, le=3600)
+
+
+_ABSENT = object()
+
+
+def derived_node_port(tenant: str) -> int:
+    """A port that depends on the name alone, so adding or reordering tenants moves no one."""
+    digest = int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:8], "big")
+    return NODE_PORT_RANGE.start + digest % len(NODE_PORT_RANGE)
+
+
+def node_ports(tenants: Sequence[TenantConfig]) -> dict[str, int]:
+    return {t.name: t.node_port if t.node_port is not None else derived_node_port(t.name) for t in tenants}
+
+
+def node_port_issues(tenants: Sequence[TenantConfig]) -> list[ConfigIssue]:
+    """Two tenants on one port: never resolved silently, since moving a port breaks a handed-out kubeconfig."""
+    issues = []
+    owners: dict[int, str] = {}
+    for index, tenant in enumerate(tenants):
+        if tenant.name in owners.values():
+            continue  # a duplicate name is reported on its own
+        port = tenant.node_port if tenant.node_port is not None else derived_node_port(tenant.name)
+        if port in owners:
+            path: Path = ("tenants", index, "nodePort")
+            issues.append(
+                ConfigIssue(
+                    path,
+                    port,
+                    f"is already the API port of tenant {owners[port]!r}: set a free nodePort "
+                    f"({NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}) on one of them",
+                )
+            )
+        owners.setdefault(port, tenant.name)
+    return issues
