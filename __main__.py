@@ -1,11 +1,13 @@
-"""gpu-tenancy: a GPU host cluster, KAI Scheduler and its queue hierarchy, from validated stack config."""
+"""gpu-tenancy: a GPU host cluster, KAI Scheduler, its queue hierarchy and one vCluster per team."""
 
 import pulumi
 
 from components.gpu_host import GpuHost, GpuHostArgs
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
+from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
 from config.pulumi_stack import load_stack_inputs
+from config.tenants import node_ports
 
 inputs = load_stack_inputs()
 settings = inputs.settings
@@ -33,6 +35,25 @@ kai = KaiScheduler(
 )
 queues = QueueHierarchy("queues", QueueHierarchyArgs(queues=settings.queues, kai=kai, provider=host.provider))
 
+ports = node_ports(settings.tenants)
+tenants = {
+    tenant.name: VClusterTenant(
+        tenant.name,
+        VClusterTenantArgs(
+            tenant=tenant,
+            node_port=ports[tenant.name],
+            settings=settings.vcluster,
+            version=settings.versions.vcluster or "",
+            kubectl_version=settings.versions.kubectl,
+            host_address=host.address,
+            provider=host.provider,
+            queue=queues.queues[tenant.queue],
+            depends_on=[host.ready],
+        ),
+    )
+    for tenant in settings.tenants
+}
+
 pulumi.export("hostKubeconfig", host.kubeconfig)
 pulumi.export("hostAddress", host.address)
 pulumi.export("gpu", host.gpu)
@@ -41,3 +62,5 @@ pulumi.export("schedulerName", kai.scheduler_name)
 pulumi.export("kaiReleaseStatus", kai.release_status)
 pulumi.export("queues", queues.queue_names)
 pulumi.export("leafQueues", queues.leaf_names)
+pulumi.export("tenantKubeconfigs", pulumi.Output.secret({name: t.kubeconfig for name, t in tenants.items()}))
+pulumi.export("tenantEndpoints", {name: t.endpoint for name, t in tenants.items()})

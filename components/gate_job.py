@@ -114,7 +114,7 @@ class GateAccess:
         *,
         namespace: pulumi.Output[str],
         files: dict[str, str],
-        cluster_rules: list[dict[str, Any]],
+        cluster_rules: list[dict[str, Any]] | None = None,
         namespace_rules: list[dict[str, Any]] | None = None,
         opts: pulumi.ResourceOptions,
     ) -> None:
@@ -122,16 +122,18 @@ class GateAccess:
         account = k8s.core.v1.ServiceAccount(name, metadata=meta, opts=opts)
         self.service_account = object_name(account)
         subjects = [{"kind": "ServiceAccount", "name": self.service_account, "namespace": namespace}]
-        role = k8s.rbac.v1.ClusterRole(name, metadata={"labels": MANAGED_BY}, rules=cluster_rules, opts=opts)
-        self.bindings: list[pulumi.Resource] = [
-            k8s.rbac.v1.ClusterRoleBinding(
-                name,
-                metadata={"labels": MANAGED_BY},
-                role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": object_name(role)},
-                subjects=subjects,
-                opts=opts,
+        self.bindings: list[pulumi.Resource] = []
+        if cluster_rules:
+            role = k8s.rbac.v1.ClusterRole(name, metadata={"labels": MANAGED_BY}, rules=cluster_rules, opts=opts)
+            self.bindings.append(
+                k8s.rbac.v1.ClusterRoleBinding(
+                    name,
+                    metadata={"labels": MANAGED_BY},
+                    role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": object_name(role)},
+                    subjects=subjects,
+                    opts=opts,
+                )
             )
-        ]
         if namespace_rules:
             local = k8s.rbac.v1.Role(name, metadata=meta, rules=namespace_rules, opts=opts)
             self.bindings.append(
