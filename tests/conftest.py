@@ -1,6 +1,7 @@
 """Shared fixtures: the reference stack's settings, a stand-in kubeconfig, upstream reference data."""
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,10 @@ def queue_schema_errors(manifest: dict[str, Any]) -> list[str]:
     schema = _forbid_unknown_fields(_queue_schema())
     schema["properties"]["metadata"] = {"type": "object"}
     return [error.message for error in jsonschema.Draft7Validator(schema).iter_errors(manifest)]
+
+
+def vcluster_schema_errors(values: dict[str, Any]) -> list[str]:
+    """Problems vCluster's chart schema (from ../shared, else skip) finds in Helm values."""
+    schema = json.loads(reference_file("vcluster", "values.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(values)]

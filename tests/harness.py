@@ -97,6 +97,17 @@ COMMAND_STDOUT = {
 """What each host step prints on the reference machine, keyed by the step's name suffix."""
 
 
+def tenant_kubeconfig(tenant: str) -> str:
+    """What a tenant's vCluster publishes in vc-<tenant>, as the mocks hand it back."""
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: {tenant}\n  cluster: {{server: https://198.51.100.7:31000}}\n"
+        f"contexts:\n- name: {tenant}\n  context: {{cluster: {tenant}, user: {tenant}}}\n"
+        f"current-context: {tenant}\n"
+        f"users:\n- name: {tenant}\n  user: {{client-key-data: a2V5}}\n"
+    )
+
+
 class RealisticMocks(Mocks):
     """Outputs shaped like the real providers', so code that reads outputs is exercised."""
 
@@ -107,12 +118,8 @@ class RealisticMocks(Mocks):
         if args.typ.startswith("command:"):
             step = next((key for key in COMMAND_STDOUT if args.name.endswith(f"-{key}")), None)
             return f"{args.name}-id", {**inputs, "stdout": COMMAND_STDOUT.get(step or "", ""), "stderr": ""}
-        if args.typ == "kubernetes:core/v1:ConfigMap" and args.resource_id:
-            namespace, name = args.resource_id.split("/")
-            return args.resource_id, {
-                "metadata": {"namespace": namespace, "name": name},
-                "data": {"nodes.tsv": FAKE_INVENTORY},
-            }
+        if args.resource_id and args.typ in {"kubernetes:core/v1:Secret", "kubernetes:core/v1:ConfigMap"}:
+            return args.resource_id, self._read(args.typ, args.resource_id)
         if args.typ == "kubernetes:helm.sh/v3:Release":
             plain, _ = _unwrap(inputs)
             status = {
@@ -130,6 +137,15 @@ class RealisticMocks(Mocks):
             namespace = meta.get("namespace")
             return (f"{namespace}/{meta['name']}" if namespace else meta["name"]), state
         return f"{args.name}-id", inputs
+
+    def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
+        """What the cluster holds once the gates have passed: a tenant's kubeconfig, the GPU inventory."""
+        namespace, name = resource_id.split("/")
+        metadata = {"namespace": namespace, "name": name}
+        if typ == "kubernetes:core/v1:Secret":
+            config = tenant_kubeconfig(name.removeprefix("vc-"))
+            return {"metadata": metadata, "data": {"config": base64.b64encode(config.encode()).decode()}}
+        return {"metadata": metadata, "data": {"nodes.tsv": FAKE_INVENTORY}}
 
     def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         return {}, None

@@ -102,6 +102,67 @@ BAD_CONFIGS = [
     ("unknown-top-level-key", lambda c: c.update(queue=[]), "gpu-tenancy:queue", "not a known key"),
     ("missing-queues", lambda c: c.pop("queues"), "gpu-tenancy:queues", "required"),
     ("missing-version", lambda c: c["versions"].pop("kaiScheduler"), "gpu-tenancy:versions.kaiScheduler", "required"),
+    (
+        "duplicate-node-port",
+        lambda c: [t.update(nodePort=30100) for t in c["tenants"][:2]],
+        "gpu-tenancy:tenants[1].nodePort",
+        "already the API port of tenant 'team-nlp'",
+    ),
+    (
+        "node-port-out-of-range",
+        lambda c: c["tenants"][0].update(nodePort=8443),
+        "gpu-tenancy:tenants[0].nodePort",
+        "30000",
+    ),
+    (
+        "tenant-overrides-set-owner",
+        lambda c: c["tenants"][0].update(values={"experimental": {"syncSettings": {"setOwner": True}}}),
+        "gpu-tenancy:tenants[0].values.experimental.syncSettings.setOwner",
+        "pod-grouper",
+    ),
+    (
+        "tenant-overrides-node-port-in-values",
+        lambda c: c["tenants"][2].update(values={"controlPlane": {"service": {"httpsNodePort": 30001}}}),
+        "gpu-tenancy:tenants[2].values.controlPlane.service.httpsNodePort",
+        "nodePort instead",
+    ),
+    (
+        "addon-chart-and-manifests",
+        lambda c: c["tenants"][0].update(
+            addons=[
+                {
+                    "name": "x",
+                    "chart": {"repo": "https://example.com/charts", "chart": "x", "version": "1.0.0"},
+                    "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}],
+                }
+            ]
+        ),
+        "gpu-tenancy:tenants[0].addons[0]",
+        "exactly one of",
+    ),
+    (
+        "addon-unpinned-chart",
+        lambda c: c["tenants"][0].update(
+            addons=[{"name": "x", "chart": {"repo": "https://example.com/charts", "chart": "x", "version": "latest"}}]
+        ),
+        "gpu-tenancy:tenants[0].addons[0].chart.version",
+        "exact version",
+    ),
+    (
+        "addon-manifest-without-name",
+        lambda c: c["tenants"][0].update(
+            addons=[{"name": "x", "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}]}]
+        ),
+        "gpu-tenancy:tenants[0].addons[0].manifests[0]",
+        "metadata.name",
+    ),
+    ("missing-vcluster-version", lambda c: c["versions"].pop("vcluster"), "gpu-tenancy:versions.vcluster", "tenants"),
+    (
+        "unknown-admission-mode",
+        lambda c: c.update(vcluster={"admission": "audit"}),
+        "gpu-tenancy:vcluster.admission",
+        "'mutate' or 'validate'",
+    ),
     ("latest-microk8s", _versions(microk8s="latest/stable"), "gpu-tenancy:versions.microk8s", "1.36/stable"),
     ("missing-microk8s", lambda c: c["versions"].pop("microk8s"), "gpu-tenancy:versions.microk8s", "host.mode is brev"),
     (

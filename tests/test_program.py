@@ -6,8 +6,9 @@ from typing import Any
 import pytest
 import yaml
 
+from config.tenants import derived_node_port
 from tests.conftest import dev_settings, queue_schema_errors, reference_file
-from tests.harness import FAKE_HOST_KUBECONFIG, ProgramRun, Registration, run_main
+from tests.harness import FAKE_HOST_KUBECONFIG, ProgramRun, Registration, run_main, tenant_kubeconfig
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -20,6 +21,7 @@ TUTORIAL_GPU_SHARES = {
     "team-vision": {"quota": 0.33, "limit": 1, "overQuotaWeight": 1},
     "team-recommender": {"quota": 0.33, "limit": 1, "overQuotaWeight": 1},
 }
+TEAMS = ("team-nlp", "team-vision", "team-recommender")
 NOT_GOVERNED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 
 
@@ -92,7 +94,7 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
         if registration.type == QUEUE:
             assert kinds[registration.parent] == "gpu-tenancy:index:QueueHierarchy"
         elif registration.type.startswith(("kubernetes:", "command:")):
-            owner = "GpuHost" if registration.name.startswith("host-") else "KaiScheduler"
+            owner = {"host": "GpuHost", "kai": "KaiScheduler"}.get(registration.name.split("-")[0], "VClusterTenant")
             assert kinds[registration.parent] == f"gpu-tenancy:index:{owner}", registration.name
 
 
@@ -107,12 +109,14 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
         "kaiReleaseStatus": "deployed",
         "queues": ["ml-org", "team-nlp", "team-vision", "team-recommender"],
         "leafQueues": ["team-nlp", "team-vision", "team-recommender"],
+        "tenantKubeconfigs": {team: tenant_kubeconfig(team) for team in TEAMS},
+        "tenantEndpoints": {team: f"https://198.51.100.7:{derived_node_port(team)}" for team in TEAMS},
     }
 
 
-def test_only_the_host_kubeconfig_output_is_secret(dev_run: ProgramRun) -> None:
+def test_only_kubeconfig_outputs_are_secret(dev_run: ProgramRun) -> None:
     secret = {key for key, exported in dev_run.exports.items() if exported.secret}
-    assert secret == {"hostKubeconfig"}
+    assert secret == {"hostKubeconfig", "tenantKubeconfigs"}
 
 
 def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> None:

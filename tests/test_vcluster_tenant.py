@@ -1,0 +1,211 @@
+"""VClusterTenant under mocks: a vCluster per team, fenced into its queue, with a kubeconfig that works."""
+
+import copy
+from typing import Any
+
+import pytest
+
+from config.tenants import NODE_PORT_RANGE
+from tests.conftest import dev_settings, vcluster_schema_errors
+from tests.harness import ProgramRun, Registration, run_main, tenant_kubeconfig
+
+TEAMS = {"team-nlp": "team-nlp", "team-vision": "team-vision", "team-recommender": "team-recommender"}
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+JOB = "kubernetes:batch/v1:Job"
+PROVIDER = "pulumi:providers:kubernetes"
+ADMISSION = "kubernetes:admissionregistration.k8s.io/v1"
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+
+
+def _run(mutate: Any = None) -> ProgramRun:
+    config = dev_settings()
+    if mutate:
+        mutate(config)
+    return run_main(config)
+
+
+@pytest.fixture(scope="module")
+def dev_run() -> ProgramRun:
+    return _run()
+
+
+def _values(run: ProgramRun, team: str) -> dict[str, Any]:
+    values: dict[str, Any] = copy.deepcopy(run.one(RELEASE, f"{team}-vcluster").inputs["values"])
+    return values
+
+
+@pytest.mark.parametrize(("team", "queue"), TEAMS.items())
+def test_each_team_gets_a_namespace_and_a_vcluster_release(dev_run: ProgramRun, team: str, queue: str) -> None:
+    namespace = dev_run.one(NAMESPACE, f"{team}-namespace").inputs["metadata"]
+    assert namespace["name"] == f"vcluster-{team}"
+    assert namespace["labels"]["gpu-tenancy/tenant"] == team
+    assert namespace["labels"]["gpu-tenancy/queue"] == queue
+    release = dev_run.one(RELEASE, f"{team}-vcluster").inputs
+    assert (release["name"], release["chart"], release["version"]) == (team, "vcluster", "0.35.1")
+    assert release["repositoryOpts"] == {"repo": "https://charts.loft.sh"}
+    assert release["namespace"] == f"vcluster-{team}"
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_vcluster_values_are_what_kai_and_the_teams_need(dev_run: ProgramRun, team: str) -> None:
+    values = _values(dev_run, team)
+    port = int(values["controlPlane"]["service"]["httpsNodePort"])
+    assert values["experimental"]["syncSettings"]["setOwner"] is False
+    assert values["sync"]["fromHost"]["nodes"] == {"enabled": True, "selector": {"all": True}}
+    assert values["controlPlane"]["service"]["spec"]["type"] == "NodePort"
+    assert values["controlPlane"]["proxy"]["extraSANs"] == ["198.51.100.7"]
+    assert values["exportKubeConfig"] == {"server": f"https://198.51.100.7:{port}", "context": team}
+    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["enabled"] is True
+    assert dev_run.exports["tenantEndpoints"].value[team] == f"https://198.51.100.7:{port}"
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_vcluster_values_are_valid_against_the_charts_schema(dev_run: ProgramRun, team: str) -> None:
+    assert vcluster_schema_errors(_values(dev_run, team)) == []
+
+
+def test_the_schema_check_catches_a_misspelled_tenant_value() -> None:
+    def misspell(config: dict[str, Any]) -> None:
+        config["tenants"][0]["values"] = {"controlPlane": {"statefulSet": {"resourcess": {}}}}
+
+    errors = vcluster_schema_errors(_values(_run(misspell), "team-nlp"))
+    assert any("resourcess" in error for error in errors), errors
+
+
+def test_tenant_values_are_merged_last() -> None:
+    def tune(config: dict[str, Any]) -> None:
+        config["tenants"][1]["values"] = {"controlPlane": {"statefulSet": {"resources": {"limits": {"memory": "4Gi"}}}}}
+
+    values = _values(_run(tune), "team-vision")
+    assert values["controlPlane"]["statefulSet"]["resources"] == {"limits": {"memory": "4Gi"}}
+    assert values["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["enabled"] is True
+    assert vcluster_schema_errors(values) == []
+
+
+def test_node_ports_are_unique_and_in_the_node_port_range(dev_run: ProgramRun) -> None:
+    ports = [_values(dev_run, team)["controlPlane"]["service"]["httpsNodePort"] for team in TEAMS]
+    assert len(set(ports)) == len(ports)
+    assert all(port in NODE_PORT_RANGE for port in ports)
+
+
+def test_an_explicit_node_port_wins() -> None:
+    run = _run(lambda c: c["tenants"][0].update(nodePort=30080))
+    assert _values(run, "team-nlp")["controlPlane"]["service"]["httpsNodePort"] == 30080
+
+
+def _tenant_resources(run: ProgramRun, team: str) -> dict[tuple[str, str], Any]:
+    by_urn = {r.urn: r.name for r in run.registrations}
+    return {
+        (r.type, r.name): (r.inputs, sorted(by_urn.get(d, d) for d in r.dependencies))
+        for r in run.registrations
+        if r.name.startswith(team) or r.inputs.get("metadata", {}).get("name") == f"gpu-tenancy-{team}-queue"
+    }
+
+
+def test_adding_a_fourth_team_changes_no_existing_tenant(dev_run: ProgramRun) -> None:
+    def add_team(config: dict[str, Any]) -> None:
+        for queue in config["queues"][1:]:
+            queue["resources"]["gpu"]["quota"] = 0.25
+        config["queues"].append(
+            {"name": "team-speech", "parentQueue": "ml-org", "resources": {"gpu": {"quota": 0.25, "limit": 1}}}
+        )
+        config["tenants"].append({"name": "team-speech", "queue": "team-speech"})
+
+    bigger = _run(add_team)
+    for team in TEAMS:
+        assert _tenant_resources(bigger, team) == _tenant_resources(dev_run, team), team
+    assert bigger.one(RELEASE, "team-speech-vcluster")
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_policies_are_scoped_to_the_tenant_namespace_and_exist_before_its_pods(dev_run: ProgramRun, team: str) -> None:
+    policies = {
+        r.type.rsplit(":", 1)[1]: r
+        for r in dev_run.registrations
+        if r.type.startswith(ADMISSION) and r.name.startswith(f"{team}-")
+    }
+    assert set(policies) == {
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+    }
+    queue = dev_run.one(QUEUE, f"queues-{TEAMS[team]}")
+    release = dev_run.one(RELEASE, f"{team}-vcluster")
+    for kind, policy in policies.items():
+        if kind.endswith("Binding"):
+            spec = policy.inputs["spec"]
+            assert spec["policyName"] == f"gpu-tenancy-{team}-queue"
+            assert spec["matchResources"] == {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"vcluster-{team}"}}
+            }
+            assert release.depends_on(policy), f"the vCluster must not start before {kind}"
+        else:
+            assert policy.depends_on(queue), f"{kind} must come after the queue it pins to"
+    assert policies["ValidatingAdmissionPolicyBinding"].inputs["spec"]["validationActions"] == ["Deny"]
+
+
+def test_validate_only_mode_has_no_mutation() -> None:
+    run = _run(lambda c: c.update(vcluster={"admission": "validate"}))
+    kinds = {r.type.rsplit(":", 1)[1] for r in run.registrations if r.type.startswith(ADMISSION)}
+    assert kinds == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_the_kubeconfig_is_read_only_after_the_control_plane_published_it(dev_run: ProgramRun, team: str) -> None:
+    release = dev_run.one(RELEASE, f"{team}-vcluster")
+    gate = dev_run.one(JOB, f"{team}-ready")
+    assert gate.depends_on(release)
+    container = gate.inputs["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "SECRET", "value": f"vc-{team}"} in container["env"]
+    (read,) = [r for r in dev_run.registrations if r.read and r.name == f"{team}-kubeconfig"]
+    assert read.import_id == f"vcluster-{team}/vc-{team}"
+    assert dev_run.registrations.index(read) > dev_run.registrations.index(gate)
+
+
+def test_tenant_kubeconfigs_are_a_secret_map_and_endpoints_are_plain(dev_run: ProgramRun) -> None:
+    kubeconfigs = dev_run.exports["tenantKubeconfigs"]
+    assert kubeconfigs.secret
+    assert kubeconfigs.value == {team: tenant_kubeconfig(team) for team in TEAMS}
+    endpoints = dev_run.exports["tenantEndpoints"]
+    assert not endpoints.secret
+    assert set(endpoints.value) == set(TEAMS)
+
+
+def _provider_of(run: ProgramRun, registration: Registration) -> Registration:
+    (provider,) = [p for p in run.of_type(PROVIDER) if registration.provider.startswith(p.urn)]
+    return provider
+
+
+def test_addons_go_in_through_the_tenants_own_api_server() -> None:
+    def addons(config: dict[str, Any]) -> None:
+        config["tenants"][0]["addons"] = [
+            {
+                "name": "kuberay",
+                "chart": {
+                    "repo": "https://ray-project.github.io/kuberay-helm",
+                    "chart": "kuberay-operator",
+                    "version": "1.4.2",
+                },
+            },
+            {
+                "name": "team-crds",
+                "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "team-settings"}}],
+            },
+        ]
+
+    run = _run(addons)
+    chart = run.one(RELEASE, "team-nlp-addon-kuberay")
+    group = run.one("kubernetes:yaml/v2:ConfigGroup", "team-nlp-addon-team-crds")
+    for addon in (chart, group):
+        provider = _provider_of(run, addon)
+        assert provider.name == "team-nlp-vcluster", addon.name
+        assert "kubeconfig" in provider.secret_inputs
+        assert provider.inputs["kubeconfig"] == tenant_kubeconfig("team-nlp")
+    assert (chart.inputs["chart"], chart.inputs["version"], chart.inputs["namespace"]) == (
+        "kuberay-operator",
+        "1.4.2",
+        "kuberay",
+    )
+    assert not any(r.name.startswith("team-vision-addon") for r in run.registrations)
