@@ -8,9 +8,20 @@ from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
 from config.pulumi_stack import load_stack_inputs
 from config.tenants import node_ports
+from fairshare.plan import plan, pool_capacity
+from fairshare.table import render
 
 inputs = load_stack_inputs()
 settings = inputs.settings
+
+# The effect of the quotas, next to the resource diff in `pulumi preview`.
+capacity = pool_capacity(settings.queues)
+if capacity is None:
+    pulumi.log.info("No fair-share plan: a root queue's GPU quota is unlimited; see `python -m fairshare --capacity`.")
+else:
+    queue_plan = plan(settings.queues, capacity)
+    pulumi.log.info(f"Fair-share plan (KAI's division of the GPU pool):\n{render(queue_plan)}")
+    pulumi.export("queuePlan", queue_plan.to_data())
 
 host = GpuHost(
     "host",

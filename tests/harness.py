@@ -216,6 +216,7 @@ class ProgramRun:
     registrations: list[Registration]
     exports: dict[str, ExportedValue] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
@@ -247,6 +248,7 @@ def run_pulumi(
     logger = logging.getLogger(f"gpu-tenancy-tests-{id(monitor)}")
     logger.addHandler(capture)
     logger.propagate = False
+    logger.setLevel(logging.INFO)
     pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logger)
     all_config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
     all_config.update({f"{PROJECT}:{k}": v for k, v in (secrets or {}).items()})
@@ -273,6 +275,7 @@ def run_pulumi(
     finally:
         pulumi.runtime.set_all_config({}, secret_keys=[])
     run.warnings = [r.getMessage() for r in capture.records if r.levelno == logging.WARNING]
+    run.infos = [r.getMessage() for r in capture.records if r.levelno == logging.INFO]
     return run
 
 

@@ -99,7 +99,7 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
 
 
 def test_stack_outputs(dev_run: ProgramRun) -> None:
-    exports = {key: exported.value for key, exported in dev_run.exports.items()}
+    exports = {key: exported.value for key, exported in dev_run.exports.items() if key != "queuePlan"}
     assert exports == {
         "hostKubeconfig": FAKE_HOST_KUBECONFIG,
         "hostAddress": "198.51.100.7",
@@ -153,3 +153,21 @@ def test_kai_values_only_use_keys_the_chart_defines(dev_run: ProgramRun) -> None
     rendered = dev_run.one(RELEASE, "kai-release").inputs["values"]
     unknown = _paths(rendered) - _paths(chart_values)
     assert not unknown, f"keys the KAI chart does not define: {sorted(unknown)}"
+
+
+def test_the_preview_shows_the_fair_share_plan_and_exports_it(dev_run: ProgramRun) -> None:
+    (shown,) = [info for info in dev_run.infos if info.startswith("Fair-share plan")]
+    assert "team-nlp alone: 1.00 GPU (rigid partition: 0.33)" in shown
+    exported = dev_run.exports["queuePlan"]
+    assert not exported.secret
+    assert exported.value["capacity"] == 1
+    assert exported.value["queues"]["team-vision"] == {
+        "parent": "ml-org",
+        "quota": 0.33,
+        "limit": 1,
+        "weight": 1,
+        "priority": 100,
+        "saturated": 0.33,
+        "alone": 1,
+        "rigid": 0.33,
+    }

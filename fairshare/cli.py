@@ -1,0 +1,73 @@
+"""`python -m fairshare`: the plan for a stack, a what-if on it, or a scenario file as JSON."""
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from config.issues import ConfigError
+from config.sources import read_stack_file
+from fairshare.plan import Plan, plan, pool_capacity
+from fairshare.scenario import fair_share_json, read_scenario
+from fairshare.table import render
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+INVALID_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m fairshare", description=__doc__)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stack", help="read Pulumi.<STACK>.yaml from the project, e.g. dev")
+    source.add_argument("--scenario", type=Path, help="JSON file: {capacity, queues[] with a request per leaf}")
+    parser.add_argument("--demand", action="append", default=[], metavar="QUEUE=AMOUNT", help="what-if demand")
+    parser.add_argument("--capacity", type=float, help="GPUs in the pool (default: the roots' quotas)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def _demand(pairs: Sequence[str], leaves: Sequence[str]) -> dict[str, float] | None:
+    if not pairs:
+        return None
+    demand: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, amount = pair.partition("=")
+        if not sep or name not in leaves:
+            raise ConfigError([f"--demand {pair!r}: use LEAF=AMOUNT with one of the leaf queues: {', '.join(leaves)}"])
+        try:
+            demand[name] = float(amount)
+        except ValueError:
+            raise ConfigError([f"--demand {pair!r}: {amount!r} is not a number"]) from None
+        if not 0 <= demand[name] < float("inf"):
+            raise ConfigError([f"--demand {pair!r}: the amount must be a finite number >= 0"])
+    return demand
+
+
+def _stack_plan(args: argparse.Namespace) -> Plan:
+    settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
+    capacity = args.capacity if args.capacity is not None else pool_capacity(settings.queues)
+    if capacity is None or capacity < 0:
+        raise ConfigError(["a root queue's GPU quota is unlimited, so the pool size is unknown: pass --capacity N"])
+    return plan(settings.queues, capacity, _demand(args.demand, settings.queue_tree.leaves))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.scenario is not None:
+            if args.demand or args.capacity is not None:
+                raise ConfigError(["--demand and --capacity go with --stack; a scenario file carries its own"])
+            scenario = read_scenario(args.scenario)
+            if args.json:
+                print(json.dumps(fair_share_json(scenario), indent=2))
+            else:
+                demand = {q.name: q.request or 0.0 for q in scenario.queues if q.request is not None}
+                print(render(plan(scenario.queues, scenario.capacity, demand)))
+            return 0
+        result = _stack_plan(args)
+    except ConfigError as error:
+        print(f"fairshare: {'; '.join(error.problems)}", file=sys.stderr)
+        return INVALID_INPUT
+    print(json.dumps(result.to_data(), indent=2) if args.json else render(result))
+    return 0

@@ -1,0 +1,155 @@
+"""KAI's division of one resource among a queue hierarchy, as its `proportion` plugin computes it.
+
+Follows pkg/scheduler/plugins/proportion/resource_division in KAI-Scheduler
+v0.16, quirks included, with time-based fairness off (KAI's default, k = 0):
+
+- Top-down: the roots divide the capacity; a queue's children divide its fair share.
+- Phase 1: each sibling gets min(quota, requestable), quota -1 meaning the whole
+  amount; requestable is the queue's request capped by its limit.
+- Phase 2: what is left goes to priority groups, highest first. Within a group,
+  rounds hand out the remainder in proportion to overQuotaWeight among unsatisfied
+  queues; a queue whose remaining request fits in its share takes it all, others get
+  the share rounded down to whole units and keep the fraction as a remainder.
+- Finally, the remainders: queues with the largest fractional remainder first (ties:
+  older queue, then name) each get min(1, what is left). This last step ignores
+  request and limit, so a queue may end up to one unit above either: KAI's
+  rounding slack.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from config.hierarchy import QueueTree
+from config.queues import QueueConfig, ResourceName
+from config.types import UNLIMITED
+
+
+@dataclass
+class _Share:
+    name: str
+    order: int
+    """Position in the queue list: KAI's creation order, older first."""
+    priority: int
+    quota: float
+    limit: float
+    weight: float
+    request: float
+    fair_share: float = 0.0
+
+    @property
+    def requestable(self) -> float:
+        return self.request if self.limit == UNLIMITED else min(self.request, self.limit)
+
+    @property
+    def remaining_request(self) -> float:
+        return max(0.0, self.requestable - self.fair_share)
+
+    @property
+    def satisfied(self) -> bool:
+        if self.request <= self.fair_share:
+            return True
+        return self.limit != UNLIMITED and self.limit <= self.fair_share
+
+
+def _give_quotas(amount: float, siblings: Sequence[_Share]) -> float:
+    remaining = amount
+    for share in siblings:
+        quota = amount if share.quota == UNLIMITED else share.quota
+        given = min(quota, share.requestable)
+        share.fair_share += given
+        remaining -= given
+    return remaining
+
+
+def _divide_up_to_fair_share(amount: float, group: Sequence[_Share]) -> tuple[float, dict[str, float]]:
+    """Rounds of weighted shares; returns what is left and each unsatisfied queue's fractional remainder."""
+    remainders: dict[str, float] = {}
+    while True:
+        unsatisfied = [s for s in group if not s.satisfied]
+        total_weight = sum(s.weight for s in group if s.remaining_request > 0)
+        weights = {s.name: s.weight / total_weight for s in unsatisfied} if total_weight else {}
+        weight_sum = sum(weights.values())
+        if weight_sum == 0:
+            break
+        round_amount = amount
+        another_round = False
+        for share in group:
+            if amount == 0:
+                break
+            if share.satisfied or share.weight == 0:
+                continue
+            requested = share.remaining_request
+            fair = round_amount * weights[share.name] / weight_sum
+            if requested <= fair:
+                given = requested
+                remainders.pop(share.name, None)
+            else:
+                given = float(int(fair)) if fair >= 1 else 0.0
+                if fair - given > 0:
+                    remainders[share.name] = fair - given
+            if given == 0:
+                continue
+            share.fair_share += given
+            amount -= given
+            another_round = another_round or requested < fair
+        if not another_round or amount == 0:
+            break
+    return amount, remainders
+
+
+def _divide_remainders(amount: float, group: Sequence[_Share], remainders: Mapping[str, float]) -> float:
+    by_name = {s.name: s for s in group}
+    ordered = sorted(remainders, key=lambda name: (-remainders[name], by_name[name].order, name))
+    for name in ordered:
+        if amount <= 0:
+            break
+        given = min(1.0, amount)
+        by_name[name].fair_share += given
+        amount -= given
+    return amount
+
+
+def _divide_siblings(amount: float, siblings: Sequence[_Share]) -> None:
+    remaining = _give_quotas(amount, siblings)
+    if remaining <= 0:
+        return
+    for priority in sorted({s.priority for s in siblings}, reverse=True):
+        if remaining <= 0:
+            break
+        group = [s for s in siblings if s.priority == priority]
+        remaining, remainders = _divide_up_to_fair_share(remaining, group)
+        if remaining > 0 and remainders:
+            remaining = _divide_remainders(remaining, group, remainders)
+
+
+def fair_shares(
+    queues: Sequence[QueueConfig],
+    capacity: float,
+    demand: Mapping[str, float],
+    resource: ResourceName = "gpu",
+) -> dict[str, float]:
+    """Every queue's fair share of `capacity`, given each leaf queue's demand (absent = 0)."""
+    tree = QueueTree(list(queues))
+    children = tree.children
+    request: dict[str, float] = {}
+    for queue in reversed(tree.parents_first()):
+        kids = children.get(queue.name, [])
+        request[queue.name] = sum(request[k.name] for k in kids) if kids else float(demand.get(queue.name, 0.0))
+    shares = {}
+    for order, queue in enumerate(queues):
+        resource_share = queue.resources.share(resource)
+        shares[queue.name] = _Share(
+            name=queue.name,
+            order=order,
+            priority=queue.priority,
+            quota=resource_share.quota,
+            limit=resource_share.limit,
+            weight=resource_share.over_quota_weight,
+            request=request[queue.name],
+        )
+    _divide_siblings(capacity, [shares[q.name] for q in queues if q.parent_queue is None])
+    for queue in tree.parents_first():
+        kids = children.get(queue.name, [])
+        if kids:
+            _divide_siblings(shares[queue.name].fair_share, [shares[k.name] for k in kids])
+    return {q.name: shares[q.name].fair_share for q in queues}

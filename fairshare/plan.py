@@ -1,0 +1,114 @@
+"""The plan a reviewer reads: each leaf queue's share when all teams are busy, and when it is alone.
+
+Both are set beside a rigid partition of the same GPUs, where a team only ever
+gets its quota, which is what one cluster per team would give.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from config.hierarchy import QueueTree
+from config.queues import QueueConfig
+from config.types import UNLIMITED, plain_number
+from fairshare.division import fair_shares
+
+
+@dataclass(frozen=True)
+class QueuePlan:
+    name: str
+    parent: str | None
+    quota: float
+    limit: float
+    weight: float
+    priority: int
+    saturated: float
+    """Share when every leaf queue asks for the whole pool."""
+    alone: float | None
+    """Share when only this leaf asks for anything (None for parents)."""
+    rigid: float | None
+    """What a fixed partition by quota would give this leaf (None for parents)."""
+    demand: float | None = None
+    what_if: float | None = None
+    """Share under the given demands, when a what-if was asked for."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    capacity: float
+    queues: list[QueuePlan]
+    saturated_utilisation: float
+    rigid_utilisation: float
+    what_if_utilisation: float | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain JSON-able data: the `queuePlan` stack output."""
+        return {
+            "capacity": plain_number(self.capacity),
+            "saturatedUtilisation": round(self.saturated_utilisation, 4),
+            "rigidUtilisation": round(self.rigid_utilisation, 4),
+            **(
+                {"whatIfUtilisation": round(self.what_if_utilisation, 4)}
+                if self.what_if_utilisation is not None
+                else {}
+            ),
+            "queues": {
+                q.name: {_camel(k): _rounded(v) for k, v in asdict(q).items() if k != "name" and v is not None}
+                for q in self.queues
+            },
+        }
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def pool_capacity(queues: Sequence[QueueConfig]) -> float | None:
+    """The GPUs the roots guarantee between them; None when a root's quota is unlimited."""
+    roots = [q.resources.gpu.quota for q in queues if q.parent_queue is None]
+    return None if UNLIMITED in roots else float(sum(roots))
+
+
+def _rigid(queue: QueueConfig, capacity: float) -> float:
+    quota = queue.resources.gpu.quota
+    return capacity if quota == UNLIMITED else min(quota, capacity)
+
+
+def plan(queues: Sequence[QueueConfig], capacity: float, demand: Mapping[str, float] | None = None) -> Plan:
+    tree = QueueTree(list(queues))
+    leaves = tree.leaves
+    saturated = fair_shares(queues, capacity, dict.fromkeys(leaves, capacity))
+    what_if = fair_shares(queues, capacity, demand) if demand is not None else None
+    rows = []
+    for queue in queues:
+        gpu = queue.resources.gpu
+        leaf = queue.name in leaves
+        rows.append(
+            QueuePlan(
+                name=queue.name,
+                parent=queue.parent_queue,
+                quota=gpu.quota,
+                limit=gpu.limit,
+                weight=gpu.over_quota_weight,
+                priority=queue.priority,
+                saturated=saturated[queue.name],
+                alone=fair_shares(queues, capacity, {queue.name: capacity})[queue.name] if leaf else None,
+                rigid=_rigid(queue, capacity) if leaf else None,
+                demand=(demand or {}).get(queue.name, 0.0) if demand is not None and leaf else None,
+                what_if=what_if[queue.name] if what_if is not None else None,
+            )
+        )
+    used = sum(saturated[name] for name in leaves)
+    rigid_used = min(capacity, sum(r.rigid or 0.0 for r in rows))
+    return Plan(
+        capacity=capacity,
+        queues=rows,
+        saturated_utilisation=used / capacity if capacity else 0.0,
+        rigid_utilisation=rigid_used / capacity if capacity else 0.0,
+        what_if_utilisation=(sum(what_if[n] for n in leaves) / capacity if capacity else 0.0) if what_if else None,
+    )

@@ -1,0 +1,61 @@
+"""The scripting contract of `python -m fairshare --scenario FILE --json`: a capacity and queues with requests."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from config.hierarchy import QueueTree, overcommit_issues, structural_issues
+from config.issues import ConfigError, ConfigIssue, ConfigIssues, problems_from
+from config.queues import QueueConfig
+from config.types import ConfigModel
+from fairshare.division import fair_shares
+
+
+class ScenarioQueue(QueueConfig):
+    """A queue entry exactly as in `gpu-tenancy:queues`, where a leaf may carry its GPU request."""
+
+    request: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class Scenario(ConfigModel):
+    capacity: float = Field(ge=0, allow_inf_nan=False)
+    queues: list[ScenarioQueue] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _tree_is_sound(self) -> "Scenario":
+        issues = structural_issues(self.queues) or overcommit_issues(self.queues)
+        if not issues:
+            tree = QueueTree(list(self.queues))
+            issues = [
+                ConfigIssue(
+                    (i, "request"), q.request, "is set on a parent queue: a parent's request is its children's sum"
+                )
+                for i, q in enumerate(self.queues)
+                if q.request is not None and not tree.is_leaf(q.name)
+            ]
+        if issues:
+            raise ConfigIssues([ConfigIssue(("queues", *i.path), i.value, i.message) for i in issues])
+        return self
+
+    def fair_shares(self) -> dict[str, float]:
+        demand = {q.name: q.request for q in self.queues if q.request is not None}
+        return fair_shares(self.queues, self.capacity, demand)
+
+
+def read_scenario(path: Path) -> Scenario:
+    try:
+        document: Any = json.loads(path.read_text())
+    except OSError as error:
+        raise ConfigError([f"{path}: cannot be read ({error.strerror})"]) from None
+    except json.JSONDecodeError as error:
+        raise ConfigError([f"{path} is not valid JSON: {error}"]) from None
+    try:
+        return Scenario.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(problems_from(error)) from None
+
+
+def fair_share_json(scenario: Scenario) -> dict[str, dict[str, float]]:
+    return {"fairShare": {name: round(share, 9) for name, share in scenario.fair_shares().items()}}

@@ -1,0 +1,45 @@
+"""The plan as text: the table `python -m fairshare` prints and `pulumi preview` shows."""
+
+from config.types import UNLIMITED
+from fairshare.plan import Plan
+
+
+def _amount(value: float) -> str:
+    return "none" if value == UNLIMITED else f"{value:g}"
+
+
+def _gpus(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def render(plan: Plan) -> str:
+    what_if = any(q.what_if is not None for q in plan.queues)
+    header = ["queue", "quota", "limit", "weight", "priority", "all busy", "alone", "rigid"]
+    if what_if:
+        header += ["demand", "what-if"]
+    rows = [header]
+    for q in plan.queues:
+        name = q.name if q.parent is None else f"  {q.name}"
+        row = [name, _amount(q.quota), _amount(q.limit), f"{q.weight:g}", str(q.priority)]
+        row += [_gpus(q.saturated), _gpus(q.alone), _gpus(q.rigid)]
+        if what_if:
+            row += [_gpus(q.demand), _gpus(q.what_if)]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
+        for r in rows
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("")
+    lines.append(f"GPU pool: {plan.capacity:g}. Shares in GPUs; 'alone' is what a team gets while the others are idle.")
+    lines.append(
+        f"All teams busy: {plan.saturated_utilisation:.0%} of the pool in use "
+        f"(rigid partition by quota: {plan.rigid_utilisation:.0%})."
+    )
+    for q in plan.queues:
+        if q.alone is not None and q.rigid is not None:
+            lines.append(f"{q.name} alone: {q.alone:.2f} GPU (rigid partition: {q.rigid:.2f})")
+    if plan.what_if_utilisation is not None:
+        lines.append(f"What-if: {plan.what_if_utilisation:.0%} of the pool in use.")
+    return "\n".join(lines)
