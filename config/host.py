@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from config.types import ConfigModel, KubernetesName, PinnedImage, dns_label
+from config.types import ConfigModel, KubernetesName, PinnedImage, dns_label, require_str
 
 HOST_MODES = ("brev", "ssh", "kubeconfig")
 BOOTSTRAP_MODES = frozenset({"brev", "ssh"})
@@ -48,18 +48,10 @@ def _microk8s_channel(value: str) -> str:
     return value
 
 
-def _string(value: Any) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise PydanticCustomError(
-            "quoted_string", 'must be a string: quote it in YAML, e.g. "{value}"', {"value": value}
-        )
-    return value
-
-
-HostAddress = Annotated[str, BeforeValidator(_string), AfterValidator(_address)]
-Microk8sChannel = Annotated[str, BeforeValidator(_string), AfterValidator(_microk8s_channel)]
-UbuntuRelease = Annotated[str, BeforeValidator(_string), Field(pattern=r"^\d{2}\.\d{2}$")]
-BrevName = Annotated[str, BeforeValidator(_string), dns_label(63, "Brev instance name")]
+HostAddress = Annotated[str, BeforeValidator(require_str), AfterValidator(_address)]
+Microk8sChannel = Annotated[str, BeforeValidator(require_str), AfterValidator(_microk8s_channel)]
+UbuntuRelease = Annotated[str, BeforeValidator(require_str), Field(pattern=r"^\d{2}\.\d{2}$")]
+BrevName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Brev instance name")]
 
 
 class HostExpectations(ConfigModel):

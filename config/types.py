@@ -38,7 +38,7 @@ class ConfigModel(_BaseModel):
     )
 
 
-def _require_str(value: Any) -> Any:
+def require_str(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         raise PydanticCustomError(
             "quoted_string",
@@ -64,13 +64,13 @@ def dns_label(max_length: int, what: str) -> Any:
     return AfterValidator(check)
 
 
-QueueName = Annotated[str, BeforeValidator(_require_str), dns_label(63, "queue name")]
+QueueName = Annotated[str, BeforeValidator(require_str), dns_label(63, "queue name")]
 """Queue names become pod label values (`kai.scheduler/queue`), hence DNS-1123 labels."""
 
-TenantName = Annotated[str, BeforeValidator(_require_str), dns_label(53, "tenant name")]
+TenantName = Annotated[str, BeforeValidator(require_str), dns_label(53, "tenant name")]
 """Tenant names become Helm release names (at most 53 characters) and `vcluster-<name>` namespaces."""
 
-KubernetesName = Annotated[str, BeforeValidator(_require_str), dns_label(63, "Kubernetes name")]
+KubernetesName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Kubernetes name")]
 
 
 def _number(value: Any) -> int | float:
@@ -114,7 +114,7 @@ def _pinned(value: str) -> str:
     return value
 
 
-PinnedVersion = Annotated[str, BeforeValidator(_require_str), AfterValidator(_pinned)]
+PinnedVersion = Annotated[str, BeforeValidator(require_str), AfterValidator(_pinned)]
 
 
 def _pinned_image(value: str) -> str:
@@ -129,7 +129,7 @@ def _pinned_image(value: str) -> str:
     return value
 
 
-PinnedImage = Annotated[str, BeforeValidator(_require_str), AfterValidator(_pinned_image)]
+PinnedImage = Annotated[str, BeforeValidator(require_str), AfterValidator(_pinned_image)]
 
 
 def _go_duration(value: str) -> str:

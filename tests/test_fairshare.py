@@ -1,6 +1,7 @@
 """The fair-share model against KAI's own examples and invariants, and the planner's CLI contract."""
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,8 @@ def trees(draw: st.DrawFn) -> tuple[list[QueueConfig], float, dict[str, float]]:
         queues.append(queue(f"d{d}", dept_quota, priority=draw(st.sampled_from([50, 100]))))
         teams = draw(st.integers(1, 3))
         for t in range(teams):
-            quota = round(dept_quota / teams * draw(st.sampled_from([0, 0.5, 1])), 4)
+            # Rounded down, so the children's quotas always fit in the department's, as config requires.
+            quota = math.floor(dept_quota / teams * draw(st.sampled_from([0, 0.5, 1])) * 10_000) / 10_000
             limit = draw(st.sampled_from([-1, max(quota, 1), max(quota, 3)]))
             name = f"t{d}-{t}"
             queues.append(queue(name, quota, limit=limit, weight=draw(st.sampled_from([0, 1, 2, 3])), parent=f"d{d}"))
@@ -97,7 +99,7 @@ def trees(draw: st.DrawFn) -> tuple[list[QueueConfig], float, dict[str, float]]:
     return queues, float(capacity), demand
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(case=trees())
 def test_fair_share_invariants(case: tuple[list[QueueConfig], float, dict[str, float]]) -> None:
     queues, capacity, demand = case
