@@ -182,7 +182,14 @@ class VClusterTenant(pulumi.ComponentResource):
             # A new chart version or new values restart the control plane: wait for it again.
             fingerprint_annotation=(
                 "gpu-tenancy/vcluster-release",
-                fingerprint(args.version, args.tenant.values, args.node_port, args.settings.model_dump()),
+                fingerprint(
+                    args.settings.repo,
+                    args.version,
+                    args.tenant.values,
+                    args.node_port,
+                    args.settings.persistence_size,
+                    args.settings.storage_class,
+                ),
             ),
             timeout_seconds=timeout,
             backoff_limit=1,

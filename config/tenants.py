@@ -1,7 +1,6 @@
 """`gpu-tenancy:tenants`: one vCluster per team, each pinned to a leaf queue, with its own add-ons."""
 
 import hashlib
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -23,11 +22,11 @@ PLATFORM_VALUES: dict[tuple[str, ...], str] = {
 }
 """vCluster values the platform sets for every tenant, and why a tenant may not override them."""
 
-_CHART_REPO = re.compile(r"^(https://|oci://)\S+$")
+_CHART_REPO = r"^(https://|oci://)\S+$"
 
 
 class AddonChart(ConfigModel):
-    repo: str = Field(pattern=_CHART_REPO.pattern, description="Chart repository URL (https:// or oci://).")
+    repo: str = Field(pattern=_CHART_REPO, description="Chart repository URL (https:// or oci://).")
     chart: str = Field(min_length=1)
     version: PinnedVersion
     values: dict[str, Any] = Field(default_factory=dict)
@@ -88,7 +87,7 @@ class TenantConfig(ConfigModel):
 class VClusterConfig(ConfigModel):
     """`gpu-tenancy:vcluster`: how every tenant's vCluster is installed and fenced in."""
 
-    repo: str = Field(default="https://charts.loft.sh", pattern=_CHART_REPO.pattern)
+    repo: str = Field(default="https://charts.loft.sh", pattern=_CHART_REPO)
     admission: Literal["mutate", "validate"] = Field(
         default="mutate",
         description="mutate: pin pods to their queue and KAI (Kubernetes 1.36+). "

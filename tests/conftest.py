@@ -40,11 +40,6 @@ def dev_config() -> dict[str, Any]:
     return dev_settings()
 
 
-@pytest.fixture
-def host_secrets() -> dict[str, str]:
-    return {"kubeconfig": FAKE_KUBECONFIG}
-
-
 def reference_file(*parts: str) -> Path:
     """A file under ../shared/reference, or skip: that data is not part of this repository."""
     path = SHARED_REFERENCE.joinpath(*parts)

@@ -209,3 +209,15 @@ def test_addons_go_in_through_the_tenants_own_api_server() -> None:
         "kuberay",
     )
     assert not any(r.name.startswith("team-vision-addon") for r in run.registrations)
+
+
+def _ready_fingerprint(run: ProgramRun, team: str) -> str:
+    annotations: dict[str, str] = run.one(JOB, f"{team}-ready").inputs["spec"]["template"]["metadata"]["annotations"]
+    return annotations["gpu-tenancy/vcluster-release"]
+
+
+def test_the_kubeconfig_gate_waits_again_only_when_the_control_plane_changes(dev_run: ProgramRun) -> None:
+    base = _ready_fingerprint(dev_run, "team-nlp")
+    assert _ready_fingerprint(_run(lambda c: c["versions"].update(vcluster="0.35.2")), "team-nlp") != base
+    assert _ready_fingerprint(_run(lambda c: c["tenants"][0].update(nodePort=30080)), "team-nlp") != base
+    assert _ready_fingerprint(_run(lambda c: c.update(vcluster={"admission": "validate"})), "team-nlp") == base
