@@ -3,6 +3,7 @@
 import pulumi
 
 from components.gpu_host import GpuHost, GpuHostArgs
+from components.gpu_operator_values import installed_operator_runs_cdi
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
@@ -40,6 +41,7 @@ kai = KaiScheduler(
         settings=settings.kai_scheduler,
         version=settings.versions.kai_scheduler,
         kubectl_version=settings.versions.kubectl,
+        cdi_enabled=installed_operator_runs_cdi(settings.gpu_operator, microk8s=settings.bootstraps_host),
         provider=host.provider,
         depends_on=[host.ready],
     ),
@@ -57,6 +59,7 @@ tenants = {
             version=settings.versions.vcluster or "",
             kubectl_version=settings.versions.kubectl,
             host_address=host.address,
+            host_cluster_identifier=host.cluster_identifier,
             provider=host.provider,
             queue=queues.queues[tenant.queue],
             depends_on=[host.ready],

@@ -1,19 +1,30 @@
-"""What every readiness gate shares: a locked-down pod running a mounted script, and a Job Pulumi awaits.
+"""Readiness gates: a Job of kubectl steps that Pulumi awaits, with just the access those steps need.
 
-A gate is a Job because pulumi-kubernetes waits for a Job to complete, and
-fails the update when it does not; dependents of the Job therefore start only
-once the gate's script has proven its point.
+Why a Job: pulumi-kubernetes awaits a batch/v1 Job until it completes and fails
+the update on BackoffLimitExceeded or DeadlineExceeded (pulumi/pulumi-kubernetes
+provider/pkg/await/job.go, checker/job/check.go @v4.32.0), so whatever depends on
+the Job starts only once every step has succeeded.
+
+Why only kubectl: the image holds nothing else (see upstream.KUBECTL_IMAGE). Each
+step is one kubectl command in its own container, the steps run in order as init
+containers (the last as the main container), and a failed step is retried by the
+kubelet (restartPolicy OnFailure) with its back-off. The Job's backoffLimit counts
+those restarts and activeDeadlineSeconds bounds the whole gate
+(kubernetes/api batch/v1/types.go @v0.36.0).
 """
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.labels import MANAGED_BY, object_name
+from components.labels import MANAGED_BY
+from config.upstream import KUBECTL, KUBECTL_IMAGE
 
 MOUNT_PATH = "/gate"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -23,126 +34,181 @@ LOCKED_DOWN: dict[str, Any] = {
     "readOnlyRootFilesystem": True,
     "capabilities": {"drop": ["ALL"]},
 }
+RETRIES = 6
+"""Failed steps the kubelet may restart before the Job fails: its back-off (10 s, doubling) spans minutes."""
 
 
-def fingerprint(*parts: Any) -> str:
-    """A short digest of whatever the gate vouches for; a new value re-runs the gate."""
-    canonical = json.dumps(parts, sort_keys=True)
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"a gate can only vouch for plain data, not {value!r}")
+
+
+def fingerprint(vouches_for: Any) -> str:
+    """A short digest of what a gate vouches for; a new value replaces the Job, so the gate runs again."""
+    canonical = json.dumps(vouches_for, sort_keys=True, default=_plain)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def script_container(
-    *, name: str, image: str, script: str, env: Sequence[dict[str, pulumi.Input[str]]]
-) -> dict[str, Any]:
-    """A container running `script` from the gate's ConfigMap with bash, e.g. in the kubectl image."""
+@dataclass(frozen=True)
+class GateStep:
+    """One kubectl invocation (arguments after `kubectl`); the gate passes once every step succeeded, in order."""
+
+    name: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """RBAC rules for the gate's ServiceAccount: in one namespace, or cluster-wide when `namespace` is None.
+
+    `key` names the Role and its binding among the gate's resources (e.g. `operator`).
+    """
+
+    key: str
+    rules: tuple[Mapping[str, Any], ...]
+    namespace: pulumi.Input[str] | None = None
+
+
+def step_container(step: GateStep, *, kubectl_version: str, with_files: bool) -> dict[str, Any]:
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if with_files:
+        mounts.append({"name": "gate", "mountPath": MOUNT_PATH, "readOnly": True})
     return {
-        "name": name,
-        "image": image,
-        "command": ["/bin/bash", f"{MOUNT_PATH}/{script}"],
+        "name": step.name,
+        "image": f"{KUBECTL_IMAGE}:{kubectl_version}",
+        "command": [KUBECTL],
+        "args": list(step.args),
         # kubectl caches discovery under $HOME; the root filesystem is read-only.
-        "env": [*env, {"name": "HOME", "value": "/tmp"}],
+        "env": [{"name": "HOME", "value": "/tmp"}],
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": LOCKED_DOWN,
-        "volumeMounts": [
-            {"name": "gate", "mountPath": MOUNT_PATH, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": mounts,
     }
 
 
 def gate_pod(
-    *, service_account: pulumi.Input[str], config_map: pulumi.Input[str], containers: list[dict[str, Any]]
+    steps: Sequence[GateStep],
+    *,
+    kubectl_version: str,
+    service_account: str,
+    files_config_map: str | None = None,
 ) -> dict[str, Any]:
-    """A non-root pod that never restarts, with the gate's files mounted and a writable /tmp."""
+    """A non-root pod running the steps in order; the gate's files, if any, are mounted at /gate."""
+    if not steps:
+        raise ValueError("a gate needs at least one step")
+    with_files = files_config_map is not None
+    containers = [step_container(s, kubectl_version=kubectl_version, with_files=with_files) for s in steps]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if with_files:
+        volumes.append({"name": "gate", "configMap": {"name": files_config_map}})
     return {
         "serviceAccountName": service_account,
-        "restartPolicy": "Never",
+        "restartPolicy": "OnFailure",
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": NON_ROOT_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": containers,
-        "volumes": [
-            {"name": "gate", "configMap": {"name": config_map}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
+        "initContainers": containers[:-1],
+        "containers": containers[-1:],
+        "volumes": volumes,
     }
 
 
-def gate_job(
-    name: str,
-    *,
-    namespace: pulumi.Input[str],
-    pod: dict[str, Any],
-    fingerprint_annotation: tuple[str, str],
-    timeout_seconds: int,
-    backoff_limit: int,
-    opts: pulumi.ResourceOptions,
-) -> k8s.batch.v1.Job:
-    """The Job pulumi-kubernetes awaits; it runs again when its fingerprint changes or after it failed."""
-    wait = f"{timeout_seconds + 120}s"
-    key, value = fingerprint_annotation
-    job: k8s.batch.v1.Job = k8s.batch.v1.Job(
-        name,
-        metadata={
-            "namespace": namespace,
-            "labels": MANAGED_BY,
-            # A gate that failed once is replaced (re-run) by the next `up`, not awaited again.
-            "annotations": {"pulumi.com/replaceUnready": "true"},
-        },
-        spec={
-            "backoffLimit": backoff_limit,
-            "activeDeadlineSeconds": timeout_seconds + 60,
-            "template": {
-                # The template is immutable: a new fingerprint replaces the Job, re-running the gate.
-                "metadata": {"labels": MANAGED_BY, "annotations": {key: value}},
-                "spec": pod,
-            },
-        },
-        opts=opts.merge(pulumi.ResourceOptions(custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))),
-    )
-    return job
+class Gate:
+    """A gate's ServiceAccount, RBAC, files and Job, all named `name` (fixed, so they fit every limit).
 
-
-class GateAccess:
-    """The gate's ServiceAccount, its files, and just the permissions its script needs."""
+    The Job's template carries `vouches_for` as a fingerprint: when that changes, the
+    immutable template changes, the Job is replaced and the gate runs again. A gate
+    that failed is replaced on the next `up` as well (pulumi.com/replaceUnready).
+    """
 
     def __init__(
         self,
         name: str,
         *,
-        namespace: pulumi.Output[str],
-        files: dict[str, str],
-        cluster_rules: list[dict[str, Any]] | None = None,
-        namespace_rules: list[dict[str, Any]] | None = None,
+        resource_name: str,
+        namespace: pulumi.Input[str],
+        steps: Sequence[GateStep],
+        grants: Sequence[Grant],
+        kubectl_version: str,
+        timeout_seconds: int,
+        vouches_for: Any = None,
+        files: Mapping[str, str] | None = None,
         opts: pulumi.ResourceOptions,
+        depends_on: Sequence[pulumi.Resource] = (),
     ) -> None:
-        meta = {"namespace": namespace, "labels": MANAGED_BY}
-        account = k8s.core.v1.ServiceAccount(name, metadata=meta, opts=opts)
-        self.service_account = object_name(account)
-        subjects = [{"kind": "ServiceAccount", "name": self.service_account, "namespace": namespace}]
-        self.bindings: list[pulumi.Resource] = []
-        if cluster_rules:
-            role = k8s.rbac.v1.ClusterRole(name, metadata={"labels": MANAGED_BY}, rules=cluster_rules, opts=opts)
-            self.bindings.append(
-                k8s.rbac.v1.ClusterRoleBinding(
-                    name,
-                    metadata={"labels": MANAGED_BY},
-                    role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": object_name(role)},
-                    subjects=subjects,
-                    opts=opts,
+        meta = {"name": name, "namespace": namespace, "labels": MANAGED_BY}
+        account = k8s.core.v1.ServiceAccount(resource_name, metadata=meta, opts=opts)
+        subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+        prerequisites: list[pulumi.Resource] = [account]
+        prerequisites += [self._grant(resource_name, name, grant, subject, opts) for grant in grants]
+        if files:
+            prerequisites.append(k8s.core.v1.ConfigMap(resource_name, metadata=meta, data=dict(files), opts=opts))
+        wait = f"{timeout_seconds + 120}s"
+        self.job = k8s.batch.v1.Job(
+            resource_name,
+            metadata={**meta, "annotations": {"pulumi.com/replaceUnready": "true"}},
+            spec={
+                "backoffLimit": RETRIES,
+                "activeDeadlineSeconds": timeout_seconds + 60,
+                "template": {
+                    "metadata": {
+                        "labels": MANAGED_BY,
+                        "annotations": {"gpu-tenancy/vouches-for": fingerprint(vouches_for)},
+                    },
+                    "spec": gate_pod(
+                        steps,
+                        kubectl_version=kubectl_version,
+                        service_account=name,
+                        files_config_map=name if files else None,
+                    ),
+                },
+            },
+            opts=opts.merge(
+                pulumi.ResourceOptions(
+                    depends_on=[*prerequisites, *depends_on],
+                    # The name is fixed: a replacement must remove the old Job first.
+                    delete_before_replace=True,
+                    custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
                 )
+            ),
+        )
+
+    @staticmethod
+    def _grant(
+        resource_name: str,
+        name: str,
+        grant: Grant,
+        subject: dict[str, Any],
+        opts: pulumi.ResourceOptions,
+    ) -> pulumi.Resource:
+        """The Role (or ClusterRole) and its binding; the binding is what the Job waits for."""
+        rules = [dict(rule) for rule in grant.rules]
+        suffix = f"{resource_name}-{grant.key}"
+        # Outside the gate's own namespace, and cluster-wide, names are shared: prefix them with the project.
+        role_name = f"gpu-tenancy-{name}"
+        if grant.namespace is None:
+            meta: dict[str, Any] = {"name": role_name, "labels": MANAGED_BY}
+            role: pulumi.Resource = k8s.rbac.v1.ClusterRole(suffix, metadata=meta, rules=rules, opts=opts)
+            binding: pulumi.Resource = k8s.rbac.v1.ClusterRoleBinding(
+                suffix,
+                metadata=meta,
+                role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role_name},
+                subjects=[subject],
+                opts=opts.merge(pulumi.ResourceOptions(depends_on=[role])),
             )
-        if namespace_rules:
-            local = k8s.rbac.v1.Role(name, metadata=meta, rules=namespace_rules, opts=opts)
-            self.bindings.append(
-                k8s.rbac.v1.RoleBinding(
-                    name,
-                    metadata=meta,
-                    role_ref={"apiGroup": RBAC_GROUP, "kind": "Role", "name": object_name(local)},
-                    subjects=subjects,
-                    opts=opts,
-                )
-            )
-        self.config_map = object_name(k8s.core.v1.ConfigMap(name, metadata=meta, data=files, opts=opts))
+            return binding
+        meta = {"name": role_name, "namespace": grant.namespace, "labels": MANAGED_BY}
+        role = k8s.rbac.v1.Role(suffix, metadata=meta, rules=rules, opts=opts)
+        binding = k8s.rbac.v1.RoleBinding(
+            suffix,
+            metadata=meta,
+            role_ref={"apiGroup": RBAC_GROUP, "kind": "Role", "name": role_name},
+            subjects=[subject],
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[role])),
+        )
+        return binding

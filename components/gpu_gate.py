@@ -1,66 +1,89 @@
-"""The GPU readiness gate: a Job that only completes if a pod really got a GPU.
+"""The GPU gate's steps and access, and how a GPU node's facts are read back.
 
-Its first container asks for `nvidia.com/gpu: 1` on a node labelled
-`nvidia.com/gpu.present=true` and runs nvidia-smi there, which needs the device
-plugin, the container toolkit and the driver all working. Its second container
-records every GPU node's facts for the `gpu` stack output (scripts/gpu-inventory.sh).
+The gate proves, with node-level evidence only, that every GPU node offers its
+GPUs to the scheduler: each node labelled nvidia.com/gpu.present advertises
+allocatable nvidia.com/gpu (the device plugin registered there), and, where this
+stack installs or adopts the operator, its toolkit, device plugin and validator
+DaemonSets are available on every node they target. It asks for no GPU itself,
+so it also passes, and can run again, on a host whose GPUs are all taken, for
+example by KAI's reservation pods. Running a GPU workload is a real-host check
+(docs/operations.md).
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 
-from components.gate_job import LOCKED_DOWN, gate_pod, script_container
-from components.host_scripts import SCRIPTS_DIR
+from components.gate_job import GateStep, Grant
+from config.upstream import GFD_LABELS, GPU_NODE_LABEL, GPU_OPERATOR_DAEMONSETS, GPU_RESOURCE
 
-INVENTORY_SCRIPT = "gpu-inventory.sh"
-INVENTORY_CONFIG_MAP = "gpu-inventory"
-INVENTORY_KEY = "nodes.tsv"
-GPU_NODE_LABEL = "nvidia.com/gpu.present"
-GPU_RESOURCE = "nvidia.com/gpu"
-
-NODE_RULES: list[dict[str, Any]] = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]
-INVENTORY_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
-]
+NODE_RULES = ({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},)
+DAEMONSET_RULES = ({"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get", "list", "watch"]},)
 
 
-def gate_files() -> dict[str, str]:
-    return {INVENTORY_SCRIPT: (SCRIPTS_DIR / INVENTORY_SCRIPT).read_text()}
+def _jsonpath_key(key: str) -> str:
+    """A map key in kubectl's JSONPath: dots escaped (client-go util/jsonpath @v0.36.0)."""
+    return key.replace(".", "\\.")
 
 
-def gpu_gate_pod_spec(
-    *,
-    gpu_image: str,
-    kubectl_image: str,
-    namespace: pulumi.Input[str],
-    service_account: pulumi.Input[str],
-    config_map: pulumi.Input[str],
-) -> dict[str, Any]:
-    pod = gate_pod(
-        service_account=service_account,
-        config_map=config_map,
-        containers=[
-            script_container(
-                name="inventory",
-                image=kubectl_image,
-                script=INVENTORY_SCRIPT,
-                env=[{"name": "INVENTORY", "value": INVENTORY_CONFIG_MAP}, {"name": "NAMESPACE", "value": namespace}],
+def gpu_gate_steps(operator_namespace: str | None, timeout_seconds: int) -> tuple[GateStep, ...]:
+    """kubectl steps, in order; `operator_namespace` is None when this stack neither installs nor adopts one."""
+    timeout = f"--timeout={timeout_seconds}s"
+    gpu_nodes = f"--selector={GPU_NODE_LABEL}=true"
+    steps = [
+        # A selector that matches nothing yet is waited on with --for=create; the jsonpath wait would fail
+        # at once ("no matching resources found"): kubernetes/kubectl pkg/cmd/wait/wait.go @v0.36.0.
+        GateStep("gpu-node-labelled", ("wait", "--for=create", "nodes", gpu_nodes, timeout)),
+        # Without a value, --for=jsonpath waits until the key exists on every matching node.
+        GateStep(
+            "gpus-allocatable",
+            (
+                "wait",
+                "nodes",
+                gpu_nodes,
+                f"--for=jsonpath={{.status.allocatable.{_jsonpath_key(GPU_RESOURCE)}}}",
+                timeout,
+            ),
+        ),
+    ]
+    if operator_namespace is not None:
+        daemonsets = tuple(f"daemonset/{name}" for name in GPU_OPERATOR_DAEMONSETS)
+        steps.append(
+            GateStep("operands-created", ("wait", "--for=create", *daemonsets, "-n", operator_namespace, timeout))
+        )
+        # rollout status: every targeted node runs an updated, available pod (kubernetes/kubectl
+        # pkg/polymorphichelpers/rollout_status.go DaemonSetStatusViewer @v0.36.0).
+        steps += [
+            GateStep(
+                name.removeprefix("nvidia-").removesuffix("-daemonset"),
+                ("rollout", "status", f"daemonset/{name}", "-n", operator_namespace, timeout),
             )
-        ],
-    )
+            for name in GPU_OPERATOR_DAEMONSETS
+        ]
+    return tuple(steps)
+
+
+def gpu_gate_grants(operator_namespace: pulumi.Input[str] | None) -> tuple[Grant, ...]:
+    grants = [Grant(key="nodes", rules=NODE_RULES)]
+    if operator_namespace is not None:
+        grants.append(Grant(key="operator", rules=DAEMONSET_RULES, namespace=operator_namespace))
+    return tuple(grants)
+
+
+def _number(text: Any) -> int | None:
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def gpu_node_facts(labels: Mapping[str, str] | None, allocatable: Mapping[str, str] | None) -> dict[str, Any]:
+    """A GPU node as the cluster advertises it: GPU feature discovery's labels and allocatable GPUs.
+
+    A label the cluster does not set (no feature discovery) reads as None, not as a guess.
+    """
+    labels = labels or {}
     return {
-        **pod,
-        "nodeSelector": {GPU_NODE_LABEL: "true"},
-        # Managed clusters often taint GPU nodes so that only GPU pods land there.
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-        "initContainers": [
-            {
-                "name": "nvidia-smi",
-                "image": gpu_image,
-                "command": ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"],
-                "resources": {"limits": {GPU_RESOURCE: 1}},
-                "securityContext": LOCKED_DOWN,
-            }
-        ],
+        "name": labels.get(GFD_LABELS["name"]),
+        "memoryMiB": _number(labels.get(GFD_LABELS["memoryMiB"])),
+        "driverVersion": labels.get(GFD_LABELS["driverVersion"]),
+        "count": _number((allocatable or {}).get(GPU_RESOURCE)),
     }

@@ -3,8 +3,8 @@
 In `brev` and `ssh` modes the machine is bootstrapped step by step (preflight,
 MicroK8s, add-ons, kubeconfig), each step a remote command that re-runs only when
 its rendered script changes. In every mode the GPU Operator is installed, adopted
-or left alone, and a gate Job proves a pod can use a GPU before anything that
-schedules on GPUs is allowed to start.
+or left alone, and a gate proves every GPU node offers its GPUs before anything
+that schedules on GPUs is allowed to start.
 """
 
 from collections.abc import Sequence
@@ -15,28 +15,24 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.gate_job import GateAccess, fingerprint, gate_job
-from components.gpu_gate import (
-    INVENTORY_CONFIG_MAP,
-    INVENTORY_KEY,
-    INVENTORY_RULES,
-    NODE_RULES,
-    gate_files,
-    gpu_gate_pod_spec,
-)
-from components.gpu_operator_values import GPU_OPERATOR_CHART, GPU_OPERATOR_REPO, gpu_operator_values
-from components.host_facts import kubeconfig_server_host, parse_brev_ssh, parse_inventory, parse_preflight
+from components.gate_job import Gate
+from components.gpu_gate import gpu_gate_grants, gpu_gate_steps, gpu_node_facts
+from components.gpu_operator_values import operator_release_spec
+from components.helm import ReleaseSpec, helm_release
+from components.host_facts import parse_brev_ssh, parse_preflight
 from components.host_scripts import MARKER_DIR, remote_command, render_script
+from components.kubeconfigs import kubeconfig_server_host
 from components.labels import MANAGED_BY, object_name
 from config.host import BrevHost, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost, SshHost
 from config.platform import VersionsConfig
+from config.upstream import GPU_OPERATOR_COMPONENT_LABEL
 
 GATE_NAMESPACE = "gpu-tenancy-system"
 MICROK8S_ADDONS = ("dns", "hostpath-storage")
 """CoreDNS, and the default StorageClass every vCluster's PVC binds to."""
 
-KUBECTL_IMAGE = "registry.k8s.io/kubectl"
 OPERATOR_TIMEOUT_SECONDS = 900
+BREV_READY_TIMEOUT_SECONDS = 900
 PRIVILEGED_NAMESPACE = {
     # The operator's node components are privileged; clusters enforcing Pod Security would refuse them.
     "pod-security.kubernetes.io/enforce": "privileged",
@@ -62,6 +58,8 @@ class _Cluster:
     identifier: str
     ready: Sequence[pulumi.Resource]
     """What must finish before anything is installed in the cluster."""
+    gpu_nodes: pulumi.Output[list[str]] | None
+    """Names of the GPU nodes this stack built; None for a cluster it did not build."""
 
 
 class GpuHost(pulumi.ComponentResource):
@@ -69,14 +67,18 @@ class GpuHost(pulumi.ComponentResource):
     """Admin kubeconfig of the host cluster (secret)."""
     address: pulumi.Output[str]
     """Address at which clients reach the host: API server and node ports."""
-    gpu: pulumi.Output[dict[str, Any]]
-    """Per GPU node: name, memoryMiB, driverVersion and count, as the cluster advertises them."""
+    gpu: pulumi.Output[dict[str, Any] | None]
+    """Per GPU node this stack built: name, memoryMiB, driverVersion and count, as the cluster advertises them.
+
+    None in kubeconfig mode, where the stack does not know the cluster's nodes."""
     preflight: pulumi.Output[dict[str, Any] | None]
     """What preflight found on the machine (gpuName, gpuMemoryMiB, driverVersion, ...); None in kubeconfig mode."""
     provider: k8s.Provider
     """Kubernetes provider for the host cluster."""
-    ready: pulumi.Resource
-    """Depend on this to run only after a pod has used a GPU."""
+    cluster_identifier: str
+    """The provider's stable identity, from config alone (e.g. brev/<name>); tenant providers derive theirs."""
+    ready: k8s.batch.v1.Job
+    """Depend on this to run only once every GPU node offers its GPUs."""
 
     def __init__(self, name: str, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:GpuHost", name, None, opts)
@@ -90,15 +92,18 @@ class GpuHost(pulumi.ComponentResource):
         else:
             cluster = self._bootstrap(host)
 
+        self.cluster_identifier = cluster.identifier
         self.provider = k8s.Provider(
             f"{name}-cluster",
             kubeconfig=cluster.kubeconfig,
-            # A regenerated kubeconfig must not look like a new cluster: that would replace every resource.
+            # A regenerated (or, in a preview, unknown) kubeconfig must not look like a new cluster: that would
+            # replace every resource (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig @v4.32.0).
             cluster_identifier=cluster.identifier,
             opts=pulumi.ResourceOptions(parent=self),
         )
         operator = self._gpu_operator(cluster)
-        self.ready, self.gpu = self._gate(operator)
+        self.ready = self._gate(operator, cluster)
+        self.gpu = self._gpu_nodes(cluster.gpu_nodes)
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address = cluster.address
         self.register_outputs(
@@ -116,7 +121,7 @@ class GpuHost(pulumi.ComponentResource):
         kubeconfig = self._args.kubeconfig
         # The server address is not a credential, though it comes out of one.
         address = host.address or pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_host))
-        return _Cluster(kubeconfig, pulumi.Output.from_input(address), f"kubeconfig/{host.cluster_id}", ())
+        return _Cluster(kubeconfig, pulumi.Output.from_input(address), f"kubeconfig/{host.cluster_id}", (), None)
 
     def _connection(self, host: BrevHost | SshHost) -> tuple[pulumi.Output[Any], pulumi.Output[str], str]:
         """SSH connection (secret), the host's address, and a stable cluster identity."""
@@ -129,19 +134,28 @@ class GpuHost(pulumi.ComponentResource):
             return pulumi.Output.secret(connection), pulumi.Output.from_input(host.address), f"ssh/{host.address}"
 
         local = pulumi.ResourceOptions(parent=self)
-        brev_inputs = {
+        spec = {
             "BREV_NAME": host.name,
             "BREV_GPU_NAME": host.gpu_name,
             "BREV_CLOUD": host.cloud,
             "BREV_INSTANCE_TYPE": host.instance_type or "",
         }
+        ensure = render_script(
+            "brev-instance.sh", {**spec, "ACTION": "ensure", "READY_TIMEOUT_SECONDS": str(BREV_READY_TIMEOUT_SECONDS)}
+        )
         instance = command.local.Command(
             f"{self._name}-brev-instance",
-            create=render_script("brev-instance.sh", brev_inputs),
+            create=ensure,
+            # An update (e.g. a new deleteOnDestroy) must carry the created=true marker on: pulumi-command
+            # runs `update` (else `create`) on an input change, with the last output in PULUMI_COMMAND_STDOUT.
+            update=ensure,
             delete=render_script(
-                "brev-delete.sh",
-                {"BREV_NAME": host.name, "DELETE_ON_DESTROY": str(host.delete_on_destroy).lower()},
+                "brev-instance.sh",
+                {"ACTION": "delete", "BREV_NAME": host.name, "DELETE_ON_DESTROY": str(host.delete_on_destroy).lower()},
             ),
+            # Another instance (a new name, GPU or cloud) is a new resource: the old one's delete step runs
+            # once the new one exists (pulumi/pulumi-command provider/pkg/provider/common/inputs.go @v1.2.1).
+            triggers=list(spec.values()),
             interpreter=["/bin/bash", "-c"],
             add_previous_output_in_env=True,
             opts=local,
@@ -151,7 +165,8 @@ class GpuHost(pulumi.ComponentResource):
             create=render_script("brev-ssh.sh", {"BREV_NAME": host.name}),
             interpreter=["/bin/bash", "-c"],
             triggers=[instance.id],
-            # The output carries the instance's private key.
+            # The output carries the instance's private key: secret in state and never logged.
+            logging=command.local.Logging.STDERR,
             opts=local.merge(pulumi.ResourceOptions(additional_secret_outputs=["stdout"], depends_on=[instance])),
         )
         endpoint = ssh.stdout.apply(parse_brev_ssh)
@@ -182,7 +197,9 @@ class GpuHost(pulumi.ComponentResource):
 
             A changed script (new inputs) re-runs it in place; a changed trigger replaces it,
             which also re-runs it. Only steps without a delete command take triggers: replacing
-            the MicroK8s step would run its teardown.
+            the MicroK8s step would run its teardown. A step whose output is a credential keeps
+            it out of the logs (pulumi-command streams stdout by default, and secretness applies
+            only to state: provider/pkg/provider/local/commandOutputs.go @v1.2.1).
             """
             rendered = pulumi.Output.all(**inputs).apply(lambda values: remote_command(script, values))
             created = command.remote.Command(
@@ -191,6 +208,7 @@ class GpuHost(pulumi.ComponentResource):
                 create=rendered,
                 delete=delete,
                 triggers=list(triggers) or None,
+                logging=command.remote.Logging.STDERR if secret_output else None,
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     depends_on=list(previous),
@@ -211,7 +229,8 @@ class GpuHost(pulumi.ComponentResource):
             },
             triggers=[channel],
         )
-        self.preflight = preflight.stdout.apply(parse_preflight)
+        facts = preflight.stdout.apply(parse_preflight)
+        self.preflight = facts
         step(
             "microk8s",
             "microk8s-install.sh",
@@ -230,37 +249,33 @@ class GpuHost(pulumi.ComponentResource):
         ready: list[pulumi.Resource] = [kubeconfig]
         operator = self._args.gpu_operator
         if operator.mode == "install":
+            part_of = MANAGED_BY["app.kubernetes.io/part-of"]
+            label, component = GPU_OPERATOR_COMPONENT_LABEL
             ready = [
                 step(
                     "gpu-operator-check",
                     "gpu-operator-check.sh",
-                    {"NAMESPACE": operator.namespace, "PART_OF": MANAGED_BY["app.kubernetes.io/part-of"]},
+                    {"NAMESPACE": operator.namespace, "PART_OF": part_of, "OPERATOR_SELECTOR": f"{label}={component}"},
                     triggers=[channel, self._args.versions.gpu_operator or ""],
                 )
             ]
-        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, identifier, ready)
+        gpu_nodes = facts.apply(lambda found: [str(found["nodeName"])])
+        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, identifier, ready, gpu_nodes)
 
     def _gpu_operator(self, cluster: _Cluster) -> k8s.helm.v3.Release | None:
         settings = self._args.gpu_operator
         if settings.mode == "skip":
             return None
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        values = gpu_operator_values(settings, microk8s=not isinstance(self._args.host, KubeconfigHost))
-        release_args: dict[str, Any] = {
-            "name": settings.release_name,
-            "chart": GPU_OPERATOR_CHART,
-            "repository_opts": {"repo": GPU_OPERATOR_REPO},
-            "values": values,
-            "timeout": OPERATOR_TIMEOUT_SECONDS,
-        }
+        spec = self._operator_spec()
         if settings.mode == "adopt":
             # Track the release as it is: an import must match what is deployed, so everything it
             # was installed with is ignored for good, and destroy leaves it in place.
-            return k8s.helm.v3.Release(
+            return helm_release(
                 f"{self._name}-gpu-operator",
+                spec,
                 namespace=settings.namespace,
-                version=self._args.versions.gpu_operator,
-                **release_args,
+                timeout_seconds=OPERATOR_TIMEOUT_SECONDS,
                 opts=child.merge(
                     pulumi.ResourceOptions(
                         import_=f"{settings.namespace}/{settings.release_name}",
@@ -275,58 +290,56 @@ class GpuHost(pulumi.ComponentResource):
             metadata={"name": settings.namespace, "labels": {**MANAGED_BY, **PRIVILEGED_NAMESPACE}},
             opts=child.merge(pulumi.ResourceOptions(depends_on=list(cluster.ready))),
         )
-        return k8s.helm.v3.Release(
+        # Depending on the namespace, the release is uninstalled before its namespace is deleted.
+        return helm_release(
             f"{self._name}-gpu-operator",
+            spec,
             namespace=object_name(namespace),
-            version=self._args.versions.gpu_operator,
-            **release_args,
+            timeout_seconds=OPERATOR_TIMEOUT_SECONDS,
             opts=child,
         )
 
-    def _gate(self, operator: k8s.helm.v3.Release | None) -> tuple[k8s.batch.v1.Job, pulumi.Output[dict[str, Any]]]:
-        """The Job that proves a GPU works, and the GPU inventory it leaves behind."""
-        name = f"{self._name}-gpu-gate"
+    def _operator_spec(self) -> ReleaseSpec:
+        microk8s = not isinstance(self._args.host, KubeconfigHost)
+        return operator_release_spec(
+            self._args.gpu_operator, version=self._args.versions.gpu_operator, microk8s=microk8s
+        )
+
+    def _gate(self, operator: k8s.helm.v3.Release | None, cluster: _Cluster) -> k8s.batch.v1.Job:
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        settings = self._args.gpu_gate
-        namespace = object_name(
-            k8s.core.v1.Namespace(name, metadata={"name": GATE_NAMESPACE, "labels": MANAGED_BY}, opts=child)
+        settings = self._args.gpu_operator
+        namespace = k8s.core.v1.Namespace(
+            f"{self._name}-gpu-gate", metadata={"name": GATE_NAMESPACE, "labels": MANAGED_BY}, opts=child
         )
-        access = GateAccess(
-            name,
-            namespace=namespace,
-            files=gate_files(),
-            cluster_rules=NODE_RULES,
-            namespace_rules=INVENTORY_RULES,
+        operator_namespace = None if settings.mode == "skip" else settings.namespace
+        gate = Gate(
+            "gpu-gate",
+            resource_name=f"{self._name}-gpu-gate",
+            namespace=object_name(namespace),
+            steps=gpu_gate_steps(operator_namespace, self._args.gpu_gate.timeout_seconds),
+            grants=gpu_gate_grants(operator_namespace),
+            kubectl_version=self._args.versions.kubectl,
+            timeout_seconds=self._args.gpu_gate.timeout_seconds,
+            # Another operator (or its values) or another MicroK8s re-runs the gate.
+            vouches_for={
+                "operator": self._operator_spec() if settings.mode == "install" else settings.mode,
+                "microk8s": self._args.versions.microk8s if cluster.gpu_nodes is not None else None,
+            },
+            depends_on=[operator] if operator else [],
             opts=child,
         )
-        operator_settings = self._args.gpu_operator
-        gpu_stack = fingerprint(
-            operator_settings.mode,
-            self._args.versions.gpu_operator,
-            operator_settings.values,
-            settings.image,
+        return gate.job
+
+    def _gpu_nodes(self, names: pulumi.Output[list[str]] | None) -> pulumi.Output[dict[str, Any] | None]:
+        """Each GPU node this stack built, read once the gate passed (its id is unknown until then)."""
+        if names is None:
+            return pulumi.Output.from_input(None)
+        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        # One node per machine today; the resource name stays stable as the list grows.
+        node_name = pulumi.Output.all(names, self.ready.id).apply(lambda parts: parts[0][0])
+        node = k8s.core.v1.Node.get(f"{self._name}-gpu-node", node_name, opts=child)
+        # Output types are dicts too, so the same lookups read a node in a real run and under mocks.
+        facts = pulumi.Output.all(node.metadata, node.status).apply(
+            lambda parts: gpu_node_facts(parts[0].get("labels"), (parts[1] or {}).get("allocatable"))
         )
-        job = gate_job(
-            name,
-            namespace=namespace,
-            pod=gpu_gate_pod_spec(
-                gpu_image=settings.image,
-                kubectl_image=f"{KUBECTL_IMAGE}:{self._args.versions.kubectl}",
-                namespace=namespace,
-                service_account=access.service_account,
-                config_map=access.config_map,
-            ),
-            # A changed operator replaces the Job, so the gate runs again.
-            fingerprint_annotation=("gpu-tenancy/gpu-stack", gpu_stack),
-            timeout_seconds=settings.timeout_seconds,
-            backoff_limit=2,
-            opts=child.merge(pulumi.ResourceOptions(depends_on=[*access.bindings, *([operator] if operator else [])])),
-        )
-        # Read only once the Job has completed: its id is unknown until then, so preview never reads early.
-        inventory = k8s.core.v1.ConfigMap.get(
-            f"{name}-inventory",
-            pulumi.Output.all(namespace, job.id).apply(lambda parts: f"{parts[0]}/{INVENTORY_CONFIG_MAP}"),
-            opts=child,
-        )
-        gpu = inventory.data.apply(lambda data: parse_inventory((data or {}).get(INVENTORY_KEY, "")))
-        return job, gpu
+        return pulumi.Output.all(node_name, facts).apply(lambda parts: {parts[0]: parts[1]})

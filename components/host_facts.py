@@ -1,11 +1,8 @@
-"""Reading what host scripts and the GPU gate report: `key=value` lines and a node table."""
+"""Reading what host scripts report: `key=value` lines."""
 
 import base64
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
-
-import yaml
 
 
 def key_values(stdout: str) -> dict[str, list[str]]:
@@ -43,7 +40,11 @@ def parse_brev_ssh(stdout: str) -> SshEndpoint:
 
 
 def parse_preflight(stdout: str) -> dict[str, Any]:
-    """The host's GPUs as preflight saw them, plus the first GPU's facts at the top level."""
+    """The host's GPUs as preflight saw them, plus the first GPU's facts at the top level.
+
+    `nodeName` is the Kubernetes node MicroK8s registers for this machine: its hostname,
+    lowercased (see config/upstream.py, MicroK8s).
+    """
     values = key_values(stdout)
     gpus = []
     for line in values.get("gpu", []):
@@ -52,48 +53,11 @@ def parse_preflight(stdout: str) -> dict[str, Any]:
     if not gpus:
         raise ValueError("preflight.sh reported no GPU")
     return {
-        "hostname": _single(values, "hostname", "preflight.sh"),
+        "hostname": (hostname := _single(values, "hostname", "preflight.sh")),
+        "nodeName": hostname.strip().lower(),
         "ubuntu": _single(values, "ubuntu", "preflight.sh"),
         "gpuName": gpus[0]["name"],
         "gpuMemoryMiB": gpus[0]["memoryMiB"],
         "driverVersion": gpus[0]["driverVersion"],
         "gpus": gpus,
     }
-
-
-def _number(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
-
-
-def parse_inventory(tsv: str) -> dict[str, dict[str, Any]]:
-    """Per GPU node: product, memory, driver (GPU feature discovery labels) and allocatable GPUs.
-
-    A label that the cluster does not set (no feature discovery) reads as None, not as a guess.
-    """
-    nodes: dict[str, dict[str, Any]] = {}
-    for line in tsv.splitlines():
-        if not line.strip():
-            continue
-        node, product, memory, driver, count = (line.split("\t") + [""] * 5)[:5]
-        nodes[node] = {
-            "name": product or None,
-            "memoryMiB": _number(memory),
-            "driverVersion": driver or None,
-            "count": _number(count),
-        }
-    return nodes
-
-
-def kubeconfig_server_host(kubeconfig: str) -> str:
-    """The host part of the current context's API server URL."""
-    document = yaml.safe_load(kubeconfig)
-    contexts = {c["name"]: c["context"] for c in document.get("contexts") or []}
-    clusters = {c["name"]: c["cluster"] for c in document.get("clusters") or []}
-    current = contexts.get(document.get("current-context"), {})
-    server = clusters.get(current.get("cluster"), {}).get("server")
-    if not server:
-        raise ValueError("the kubeconfig has no server for its current context")
-    host = urlsplit(str(server)).hostname
-    if not host:
-        raise ValueError(f"the kubeconfig's server {server!r} has no host")
-    return host

@@ -1,57 +1,50 @@
-"""The pieces of KAI's readiness gate: a script, a probe Queue and the Job pod that runs them.
+"""KAI's readiness gate: its steps, the probe Queue they submit, and the access they need.
 
-Plain functions (Pulumi appears only in type hints), so they are tested directly.
+Helm's wait is not enough: the chart installs only KAI's operator, which then
+deploys the queue-controller, whose validating webhook refuses every Queue
+(failurePolicy Fail) until it serves. So the gate waits for the operator's own
+verdict, the Ready condition of the Config `kai-config`, then submits a probe
+Queue as a server-side dry run: the API server runs the webhooks for a dry run
+and stores nothing (kubernetes/apiserver pkg/endpoints/handlers/create.go and
+pkg/registry/generic/registry/dryrun.go @v0.36.0). Until the webhook answers,
+that step fails and the kubelet retries it.
 """
-
-from pathlib import Path
-from typing import Any
 
 import yaml
 
-from components.gate_job import MOUNT_PATH, fingerprint, script_container
+from components.gate_job import MOUNT_PATH, GateStep, Grant
 from components.queue_manifest import queue_manifest
 from config.hierarchy import ADMISSION_PROBE_QUEUE
 from config.queues import QueueConfig
+from config.upstream import KAI_CONFIG
 
-SCRIPT_NAME = "kai-ready.sh"
-PROBE_NAME = "probe-queue.yaml"
-KAI_CONFIG_NAME = "kai-config"
-"""The cluster-scoped `kai.scheduler/v1` Config that KAI's operator reports readiness on."""
-
-GATE_SCRIPT = Path(__file__).parent / "scripts" / SCRIPT_NAME
-
+PROBE_FILE = "probe-queue.yaml"
 PROBE_QUEUE = QueueConfig(name=ADMISSION_PROBE_QUEUE)
 """Submitted only as a dry run: it is never stored, so it cannot clash with real queues."""
 
+GATE_GRANTS = (
+    Grant(
+        key="cluster",
+        rules=(
+            {"apiGroups": ["kai.scheduler"], "resources": ["configs"], "verbs": ["get", "list", "watch"]},
+            # A dry-run create needs the create permission; nothing is ever stored.
+            {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]},
+        ),
+    ),
+)
+
 
 def gate_files() -> dict[str, str]:
-    """ConfigMap data: the script and the probe manifest it submits."""
-    return {
-        SCRIPT_NAME: GATE_SCRIPT.read_text(),
-        PROBE_NAME: yaml.safe_dump(queue_manifest(PROBE_QUEUE), sort_keys=True),
-    }
+    return {PROBE_FILE: yaml.safe_dump(queue_manifest(PROBE_QUEUE), sort_keys=True)}
 
 
-def release_fingerprint(chart: str, version: str, values: dict[str, Any]) -> str:
-    """Changes whenever the release would change, so the gate Job is replaced and runs again."""
-    return fingerprint({"chart": chart, "version": version, "values": values})
-
-
-def kai_gate_container(*, image: str, timeout_seconds: int) -> dict[str, Any]:
-    return script_container(
-        name="kai-ready",
-        image=image,
-        script=SCRIPT_NAME,
-        env=[
-            {"name": "KAI_CONFIG", "value": KAI_CONFIG_NAME},
-            {"name": "PROBE_MANIFEST", "value": f"{MOUNT_PATH}/{PROBE_NAME}"},
-            {"name": "TIMEOUT_SECONDS", "value": str(timeout_seconds)},
-        ],
+def kai_gate_steps(timeout_seconds: int) -> tuple[GateStep, ...]:
+    config = f"configs.kai.scheduler/{KAI_CONFIG}"
+    timeout = f"--timeout={timeout_seconds}s"
+    return (
+        # kai-config is applied by a post-install hook Job, after the release's own objects:
+        # deployments/kai-scheduler/templates/hooks/post/kai-config-deployer @v0.16.4.
+        GateStep("config-created", ("wait", "--for=create", config, timeout)),
+        GateStep("config-ready", ("wait", "--for=condition=Ready", config, timeout)),
+        GateStep("queue-admitted", ("create", "--dry-run=server", "-f", f"{MOUNT_PATH}/{PROBE_FILE}", "-o", "name")),
     )
-
-
-GATE_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["kai.scheduler"], "resources": ["configs"], "verbs": ["get", "list", "watch"]},
-    # A dry-run create needs the create permission; nothing is ever stored.
-    {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": ["create"]},
-]

@@ -6,18 +6,15 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gate_job import GateAccess, gate_job, gate_pod
-from components.kai_gate import GATE_RULES, gate_files, kai_gate_container, release_fingerprint
+from components.gate_job import Gate
+from components.helm import ReleaseSpec, helm_release
+from components.kai_gate import GATE_GRANTS, gate_files, kai_gate_steps
 from components.kai_values import kai_release_values
 from components.labels import MANAGED_BY, object_name
 from config.platform import KaiSchedulerConfig
+from config.upstream import SCHEDULER_NAME
 
 RELEASE_NAME = "kai-scheduler"
-SCHEDULER_NAME = "kai-scheduler"
-"""The `schedulerName` team pods use to reach KAI."""
-
-HELM_TIMEOUT_SECONDS = 600
-KUBECTL_IMAGE = "registry.k8s.io/kubectl"
 
 
 @dataclass(frozen=True)
@@ -27,6 +24,8 @@ class KaiSchedulerArgs:
     """Exact chart version, e.g. v0.16.4."""
     kubectl_version: str
     """Tag of the kubectl image the gate runs."""
+    cdi_enabled: bool | None
+    """Whether the GPU Operator this stack installs runs CDI; None leaves it to KAI's own detection."""
     provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Upstream gates (e.g. the GPU host's) that must pass before KAI is installed."""
@@ -53,24 +52,38 @@ class KaiScheduler(pulumi.ComponentResource):
             opts=child.merge(pulumi.ResourceOptions(depends_on=list(args.depends_on))),
         )
         namespace_name = object_name(namespace)
-
-        values = kai_release_values(settings)
-        release = k8s.helm.v3.Release(
-            f"{name}-release",
+        spec = ReleaseSpec(
             name=RELEASE_NAME,
             chart=settings.chart,
             version=args.version,
+            values=kai_release_values(settings, cdi_enabled=args.cdi_enabled),
+        )
+        # The release depends on its namespace, so destroy uninstalls it (and runs KAI's post-delete
+        # cleanup Job, which deletes kai-config and with it KAI's webhooks) before the namespace goes:
+        # deployments/kai-scheduler/templates/hooks/post/post-delete-job.yaml @v0.16.4.
+        release = helm_release(
+            f"{name}-release",
+            spec,
             namespace=namespace_name,
-            values=values,
             cleanup_on_fail=True,
             wait_for_jobs=True,
-            timeout=HELM_TIMEOUT_SECONDS,
             opts=child,
         )
-
-        self.ready = self._gate(
-            name, args, namespace_name, release, release_fingerprint(settings.chart, args.version, values)
+        gate = Gate(
+            "kai-gate",
+            resource_name=f"{name}-gate",
+            namespace=namespace_name,
+            steps=kai_gate_steps(settings.ready_timeout_seconds),
+            grants=GATE_GRANTS,
+            kubectl_version=args.kubectl_version,
+            timeout_seconds=settings.ready_timeout_seconds,
+            # A new chart, version or values re-runs the gate.
+            vouches_for=spec,
+            files=gate_files(),
+            depends_on=[release],
+            opts=child,
         )
+        self.ready = gate.job
         self.namespace = namespace_name
         self.scheduler_name = pulumi.Output.from_input(SCHEDULER_NAME)
         self.release_status = release.status.apply(lambda status: status.status)
@@ -80,33 +93,4 @@ class KaiScheduler(pulumi.ComponentResource):
                 "scheduler_name": self.scheduler_name,
                 "release_status": self.release_status,
             }
-        )
-
-    def _gate(
-        self,
-        name: str,
-        args: KaiSchedulerArgs,
-        namespace: pulumi.Output[str],
-        release: k8s.helm.v3.Release,
-        fingerprint: str,
-    ) -> k8s.batch.v1.Job:
-        """A Job that pulumi-kubernetes awaits to completion; see scripts/kai-ready.sh for the why."""
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        timeout = args.settings.ready_timeout_seconds
-        access = GateAccess(
-            f"{name}-gate", namespace=namespace, files=gate_files(), cluster_rules=GATE_RULES, opts=child
-        )
-        pod = gate_pod(
-            service_account=access.service_account,
-            config_map=access.config_map,
-            containers=[kai_gate_container(image=f"{KUBECTL_IMAGE}:{args.kubectl_version}", timeout_seconds=timeout)],
-        )
-        return gate_job(
-            f"{name}-gate",
-            namespace=namespace,
-            pod=pod,
-            fingerprint_annotation=("gpu-tenancy/kai-release", fingerprint),
-            timeout_seconds=timeout,
-            backoff_limit=1,
-            opts=child.merge(pulumi.ResourceOptions(depends_on=[release, *access.bindings])),
         )

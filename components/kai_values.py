@@ -5,12 +5,18 @@ from typing import Any
 from components.merge import deep_merge
 from config.platform import KaiSchedulerConfig
 
-DEFAULT_VALUES: dict[str, Any] = {
+
+def kai_release_values(settings: KaiSchedulerConfig, *, cdi_enabled: bool | None) -> dict[str, Any]:
+    """The project's defaults with the stack's own `values` deep-merged last.
+
+    `cdi_enabled` is None when this stack does not install the GPU Operator: KAI's
+    operator then reads the operator's ClusterPolicy itself
+    (kai-scheduler/KAI-Scheduler pkg/operator/operands/binder/resources.go isCdiEnabled @v0.16.4).
+    """
     # Fractional GPUs (`gpu-fraction` annotation) need KAI's GPU sharing; it is off in the chart.
-    "global": {"gpuSharing": True},
-}
-
-
-def kai_release_values(settings: KaiSchedulerConfig) -> dict[str, Any]:
-    """The project's defaults with the stack's own `values` deep-merged last."""
-    return deep_merge(DEFAULT_VALUES, settings.values)
+    defaults: dict[str, Any] = {"global": {"gpuSharing": True}}
+    if cdi_enabled is not None:
+        # With CDI the binder must name a fraction's GPU as k8s.device-plugin.nvidia.com/gpu=<UUID>, which
+        # the nvidia runtime resolves; a bare UUID fails: pkg/binder/plugins/gpusharing/gpu_sharing.go @v0.16.4.
+        defaults["binder"] = {"cdiEnabled": cdi_enabled}
+    return deep_merge(defaults, settings.values)

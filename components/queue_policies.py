@@ -10,10 +10,8 @@ plane in the same namespace is left alone.
 from typing import Any
 
 from components.labels import MANAGED_BY
+from config.upstream import METADATA_NAME_LABEL, QUEUE_LABEL, SCHEDULER_NAME, SYNCED_POD_LABEL
 
-SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
-QUEUE_LABEL = "kai.scheduler/queue"
-SCHEDULER_NAME = "kai-scheduler"
 GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
 
 SYNCED_WORKLOAD = {
@@ -92,7 +90,7 @@ def mutating_policy_spec(queue: str) -> dict[str, Any]:
 def binding_spec(policy_name: str, namespace: str, *, validating: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "policyName": policy_name,
-        "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+        "matchResources": {"namespaceSelector": {"matchLabels": {METADATA_NAME_LABEL: namespace}}},
     }
     if validating:
         spec["validationActions"] = ["Deny"]

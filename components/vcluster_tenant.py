@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gate_job import GateAccess, fingerprint, gate_job, gate_pod, script_container
-from components.host_scripts import SCRIPTS_DIR
+from components.gate_job import Gate, GateStep, Grant
+from components.helm import ReleaseSpec, helm_release
+from components.kubeconfigs import with_server
 from components.labels import MANAGED_BY, object_name
 from components.queue_policies import (
     binding_spec,
@@ -21,12 +22,10 @@ from components.queue_policies import (
     policy_metadata,
     validating_policy_spec,
 )
-from components.vcluster_values import VCLUSTER_CHART, kubeconfig_secret, tenant_endpoint, vcluster_values
+from components.vcluster_values import PERSISTENCE_PATH, kubeconfig_secret, tenant_endpoint, vcluster_values
+from config.names import TENANT_NAMESPACE_PREFIX
 from config.tenants import AddonConfig, TenantConfig, VClusterConfig
-
-READY_SCRIPT = "vcluster-ready.sh"
-KUBECTL_IMAGE = "registry.k8s.io/kubectl"
-HELM_TIMEOUT_SECONDS = 600
+from config.upstream import KUBECONFIG_SECRET_KEY, VCLUSTER_CHART
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,8 @@ class VClusterTenantArgs:
     kubectl_version: str
     host_address: pulumi.Input[str]
     """Where teams reach the host: the API endpoint is https://<host_address>:<node_port>."""
+    host_cluster_identifier: str
+    """The host provider's identity; the tenant's provider derives its own from it."""
     provider: k8s.Provider
     """The host cluster's provider."""
     queue: pulumi.Resource
@@ -61,11 +62,13 @@ class VClusterTenant(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
         tenant = args.tenant
         host = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        namespace_name = f"{TENANT_NAMESPACE_PREFIX}{tenant.name}"
+        timeout = args.settings.ready_timeout_seconds
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
             metadata={
-                "name": f"vcluster-{tenant.name}",
+                "name": namespace_name,
                 "labels": {**MANAGED_BY, "gpu-tenancy/tenant": tenant.name, "gpu-tenancy/queue": tenant.queue},
             },
             opts=host.merge(pulumi.ResourceOptions(depends_on=list(args.depends_on))),
@@ -75,34 +78,64 @@ class VClusterTenant(pulumi.ComponentResource):
         values = pulumi.Output.from_input(args.host_address).apply(
             lambda address: vcluster_values(tenant, node_port=args.node_port, address=address, settings=args.settings)
         )
-        release = k8s.helm.v3.Release(
+        release = helm_release(
             f"{name}-vcluster",
-            name=tenant.name,
-            chart=VCLUSTER_CHART,
-            repository_opts={"repo": args.settings.repo},
-            version=args.version,
-            namespace=self.namespace,
+            ReleaseSpec(name=tenant.name, chart=VCLUSTER_CHART, repo=args.settings.repo, version=args.version),
             values=values,
-            timeout=HELM_TIMEOUT_SECONDS,
-            opts=host.merge(pulumi.ResourceOptions(depends_on=policies)),
+            namespace=self.namespace,
+            opts=host.merge(
+                pulumi.ResourceOptions(
+                    depends_on=policies,
+                    # Settings that cannot change on a running control plane are kept as they were created.
+                    ignore_changes=[".".join(("values", *PERSISTENCE_PATH))],
+                )
+            ),
         )
-        ready = self._kubeconfig_gate(name, args, release)
+        secret_name = kubeconfig_secret(tenant.name)
+        secret_step = ("wait", "--for=create", f"secret/{secret_name}", "-n", namespace_name, f"--timeout={timeout}s")
+        # Helm's wait ends when the control plane is Ready; it writes its kubeconfig Secret afterwards
+        # (config/upstream.py, vCluster), so a gate waits for the Secret. The credentials in it last as
+        # long as the control plane's volume, so the gate runs once per tenant.
+        gate = Gate(
+            "kubeconfig-gate",
+            resource_name=f"{name}-ready",
+            namespace=self.namespace,
+            steps=(GateStep("kubeconfig-written", secret_step),),
+            grants=(
+                Grant(
+                    key="secret",
+                    rules=(
+                        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret_name], "verbs": ["get"]},
+                    ),
+                    namespace=self.namespace,
+                ),
+            ),
+            kubectl_version=args.kubectl_version,
+            timeout_seconds=timeout,
+            depends_on=[release],
+            opts=host,
+        )
         # Read only once the gate has completed: its id is unknown until then, so preview never reads early.
         secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
-            pulumi.Output.all(self.namespace, ready.id).apply(
-                lambda parts: f"{parts[0]}/{kubeconfig_secret(tenant.name)}"
-            ),
+            pulumi.Output.all(self.namespace, gate.job.id).apply(lambda parts: f"{parts[0]}/{secret_name}"),
             opts=host,
-        )
-        self.kubeconfig = pulumi.Output.secret(
-            secret.data.apply(lambda data: base64.b64decode(data["config"]).decode())
         )
         self.endpoint = pulumi.Output.from_input(args.host_address).apply(
             lambda address: tenant_endpoint(address, args.node_port)
         )
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(secret.data, self.endpoint).apply(
+                lambda parts: with_server(base64.b64decode(parts[0][KUBECONFIG_SECRET_KEY]).decode(), parts[1])
+            )
+        )
         self.provider = k8s.Provider(
-            f"{name}-vcluster", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-vcluster",
+            kubeconfig=self.kubeconfig,
+            # Stable from config alone: the kubeconfig is unknown in a preview of a new tenant or an endpoint
+            # change, and without an identity every add-on would be planned as a replacement.
+            cluster_identifier=f"{args.host_cluster_identifier}/vcluster/{tenant.name}",
+            opts=pulumi.ResourceOptions(parent=self),
         )
         for addon in tenant.addons:
             self._addon(name, addon)
@@ -111,7 +144,7 @@ class VClusterTenant(pulumi.ComponentResource):
     def _queue_policies(self, name: str, args: VClusterTenantArgs) -> list[pulumi.Resource]:
         """Validation always; mutation too where the cluster has MutatingAdmissionPolicy (1.36+)."""
         tenant = args.tenant
-        namespace = f"vcluster-{tenant.name}"
+        namespace = f"{TENANT_NAMESPACE_PREFIX}{tenant.name}"
         opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.queue])
         policy_name = f"gpu-tenancy-{tenant.name}-queue"
         validating = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
@@ -145,73 +178,23 @@ class VClusterTenant(pulumi.ComponentResource):
             )
         return bindings
 
-    def _kubeconfig_gate(self, name: str, args: VClusterTenantArgs, release: k8s.helm.v3.Release) -> k8s.batch.v1.Job:
-        host = pulumi.ResourceOptions(parent=self, provider=args.provider)
-        secret = kubeconfig_secret(args.tenant.name)
-        timeout = args.settings.ready_timeout_seconds
-        access = GateAccess(
-            f"{name}-ready",
-            namespace=self.namespace,
-            files={READY_SCRIPT: (SCRIPTS_DIR / READY_SCRIPT).read_text()},
-            namespace_rules=[
-                {
-                    "apiGroups": [""],
-                    "resources": ["secrets"],
-                    "resourceNames": [secret],
-                    "verbs": ["get", "list", "watch"],
-                }
-            ],
-            opts=host,
-        )
-        pod = gate_pod(
-            service_account=access.service_account,
-            config_map=access.config_map,
-            containers=[
-                script_container(
-                    name="vcluster-ready",
-                    image=f"{KUBECTL_IMAGE}:{args.kubectl_version}",
-                    script=READY_SCRIPT,
-                    env=[{"name": "SECRET", "value": secret}, {"name": "TIMEOUT_SECONDS", "value": str(timeout)}],
-                )
-            ],
-        )
-        return gate_job(
-            f"{name}-ready",
-            namespace=self.namespace,
-            pod=pod,
-            # A new chart version or new values restart the control plane: wait for it again.
-            fingerprint_annotation=(
-                "gpu-tenancy/vcluster-release",
-                fingerprint(
-                    args.settings.repo,
-                    args.version,
-                    args.tenant.values,
-                    args.node_port,
-                    args.settings.persistence_size,
-                    args.settings.storage_class,
-                ),
-            ),
-            timeout_seconds=timeout,
-            backoff_limit=1,
-            opts=host.merge(pulumi.ResourceOptions(depends_on=[release, *access.bindings])),
-        )
-
     def _addon(self, name: str, addon: AddonConfig) -> None:
         """Installed through the tenant's API server: the team's CRDs never touch the host or other teams."""
         inside = pulumi.ResourceOptions(parent=self, provider=self.provider)
         if addon.chart is not None:
             chart = addon.chart
             oci = chart.repo.startswith("oci://")
-            k8s.helm.v3.Release(
+            helm_release(
                 f"{name}-addon-{addon.name}",
-                name=addon.name,
-                chart=f"{chart.repo.rstrip('/')}/{chart.chart}" if oci else chart.chart,
-                repository_opts=None if oci else {"repo": chart.repo},
-                version=chart.version,
+                ReleaseSpec(
+                    name=addon.name,
+                    chart=f"{chart.repo.rstrip('/')}/{chart.chart}" if oci else chart.chart,
+                    repo=None if oci else chart.repo,
+                    version=chart.version,
+                    values=chart.values,
+                ),
                 namespace=addon.namespace or addon.name,
                 create_namespace=True,
-                values=chart.values,
-                timeout=HELM_TIMEOUT_SECONDS,
                 opts=inside,
             )
         else:

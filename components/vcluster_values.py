@@ -4,13 +4,18 @@ from typing import Any
 
 from components.merge import deep_merge
 from config.tenants import TenantConfig, VClusterConfig
+from config.upstream import KUBECONFIG_SECRET_PREFIX
 
-VCLUSTER_CHART = "vcluster"
+PERSISTENCE_PATH = ("controlPlane", "statefulSet", "persistence")
+"""Rendered into the StatefulSet's volumeClaimTemplates, which Kubernetes refuses to change
+(kubernetes/kubernetes pkg/apis/apps/validation/validation.go ValidateStatefulSetUpdate), or, with
+persistence off, turns the StatefulSet into a Deployment (loft-sh/vcluster chart/templates/_persistence.tpl
+@v0.35.1): set once, when a tenant is created."""
 
 
 def kubeconfig_secret(tenant: str) -> str:
-    """The Secret vCluster's control plane writes its kubeconfig to (key `config`)."""
-    return f"vc-{tenant}"
+    """The Secret vCluster's control plane writes its kubeconfig to (see config/upstream.py, vCluster)."""
+    return f"{KUBECONFIG_SECRET_PREFIX}{tenant}"
 
 
 def tenant_endpoint(address: str, node_port: int) -> str:
@@ -29,6 +34,8 @@ def vcluster_values(tenant: TenantConfig, *, node_port: int, address: str, setti
         "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
         "controlPlane": {
             "service": {"spec": {"type": "NodePort"}, "httpsNodePort": node_port},
+            # The serving certificate must name the address teams use (loft-sh/vcluster pkg/server/cert/cert.go
+            # @v0.35.1 adds only the pods' host IPs for a NodePort Service).
             "proxy": {"extraSANs": [address]},
             "statefulSet": {"persistence": {"volumeClaim": volume_claim}},
         },

@@ -1,1 +1,1 @@
-"""Stack configuration: pydantic models, validation and the places settings are read from."""
+"""Stack configuration: pydantic models, validation, where settings are read from, and upstream facts."""

@@ -7,10 +7,12 @@ Three modes, told apart by `mode`: `brev` provisions a machine with the brev CLI
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from config.types import ConfigModel, KubernetesName, PinnedImage, dns_label, require_str
+from config.issues import ConfigIssue
+from config.types import ConfigModel, HelmReleaseName, KubernetesName, dns_label, require_str
+from config.upstream import SET_AS_DEFAULT_ENVS
 
 HOST_MODES = ("brev", "ssh", "kubeconfig")
 BOOTSTRAP_MODES = frozenset({"brev", "ssh"})
@@ -109,7 +111,8 @@ class KubeconfigHost(ConfigModel):
     mode: Literal["kubeconfig"]
     address: HostAddress | None = Field(
         default=None,
-        description="Address teams use to reach node ports; defaults to the kubeconfig's API server host.",
+        description="Address of a node (or a load balancer in front of the nodes) where teams reach node ports; "
+        "required once there are tenants. Without tenants it defaults to the kubeconfig's API server host.",
     )
     cluster_id: KubernetesName = Field(
         default="existing-cluster",
@@ -128,16 +131,42 @@ class GpuOperatorConfig(ConfigModel):
         description="install: this stack owns the release. adopt: track an existing release without ever "
         "changing or uninstalling it. skip: leave the cluster's GPU stack alone.",
     )
-    release_name: KubernetesName = "gpu-operator"
+    release_name: HelmReleaseName = "gpu-operator"
     namespace: KubernetesName = "gpu-operator-resources"
-    values: dict[str, Any] = Field(default_factory=dict, description="Helm values deep-merged over the defaults.")
+    values: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Helm values deep-merged over the defaults; toolkit.env entries are merged by name.",
+    )
+
+    @model_validator(mode="after")
+    def _nvidia_never_the_default_runtime(self) -> "GpuOperatorConfig":
+        toolkit = self.values.get("toolkit")
+        env = toolkit.get("env") if isinstance(toolkit, dict) else None
+        for index, entry in enumerate(env if isinstance(env, list) else []):
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if name in SET_AS_DEFAULT_ENVS:
+                raise ConfigIssue(
+                    ("values", "toolkit", "env", index, "name"),
+                    name,
+                    "would let the toolkit make nvidia containerd's default runtime, and then any pod with a "
+                    "CUDA image (ENV NVIDIA_VISIBLE_DEVICES=all) gets every GPU outside KAI: remove it",
+                )
+        return self
 
 
 class GpuGateConfig(ConfigModel):
-    """`gpu-tenancy:gpuGate`: the Job that proves a pod really gets a GPU before KAI is installed."""
+    """`gpu-tenancy:gpuGate`: the Job that proves every GPU node advertises its GPUs before KAI is installed."""
 
-    image: PinnedImage = Field(
-        default="nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04",
-        description="Any image in which the NVIDIA runtime injects nvidia-smi; pinned by tag or digest.",
-    )
     timeout_seconds: int = Field(default=900, ge=60, le=3600)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_probe_image(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "image" in data:
+            raise ConfigIssue(
+                ("image",),
+                data["image"],
+                "is no longer used: the gate checks each GPU node's allocatable GPUs and the operator's "
+                "device plugin, toolkit and validator instead of running a GPU pod; remove the key",
+            )
+        return data

@@ -5,7 +5,7 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from config.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
-from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorConfig, HostConfig
+from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost
 from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, problems_from
 from config.platform import KaiSchedulerConfig, VersionsConfig
 from config.queues import QueueConfig
@@ -31,7 +31,7 @@ class StackConfig(ConfigModel):
         if not issues:
             issues = _prefixed("queues", overcommit_issues(self.queues)) + self._tenant_issues()
             issues += node_port_issues(self.tenants)
-        issues += self._version_issues()
+        issues += self._version_issues() + self._cross_component_issues()
         if issues:
             raise ConfigIssues(issues)
         return self
@@ -95,6 +95,32 @@ class StackConfig(ConfigModel):
                     MISSING,
                     "is required when gpuOperator.mode is install: set the chart version, e.g. v26.3.3 "
                     "(or set gpuOperator.mode to skip on a cluster that already exposes GPUs)",
+                )
+            )
+        return issues
+
+    def _cross_component_issues(self) -> list[ConfigIssue]:
+        """Settings of one component that another one decides."""
+        issues = []
+        if isinstance(self.host, KubeconfigHost) and self.tenants and self.host.address is None:
+            issues.append(
+                ConfigIssue(
+                    ("host", "address"),
+                    MISSING,
+                    "is required in kubeconfig mode once there are tenants: their API endpoints are node ports, "
+                    "and on EKS, GKE or AKS the kubeconfig's API server is not a node. Set the address of a node "
+                    "(or of a load balancer in front of the nodes) that the teams can reach",
+                )
+            )
+        kai_binder = self.kai_scheduler.values.get("binder")
+        if self.gpu_operator.mode == "install" and isinstance(kai_binder, dict) and "cdiEnabled" in kai_binder:
+            issues.append(
+                ConfigIssue(
+                    ("kaiScheduler", "values", "binder", "cdiEnabled"),
+                    kai_binder["cdiEnabled"],
+                    "is set by gpu-tenancy from the GPU Operator it installs (its cdi.enabled): a mismatch gives "
+                    "KAI's fraction pods a GPU name the runtime cannot resolve. Set gpuOperator.values.cdi.enabled "
+                    "instead",
                 )
             )
         return issues

@@ -6,17 +6,21 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from config.issues import ConfigIssue, Path
-from config.types import ConfigModel, KubernetesName, PinnedVersion, QueueName, TenantName
+from config.issues import ConfigIssue, ConfigIssues, Path
+from config.owned_values import OwnedValues, owned_value_issues
+from config.types import ConfigModel, HelmReleaseName, KubernetesName, PinnedVersion, QueueName, TenantName
 
 NODE_PORT_RANGE = range(30000, 32768)
 """Kubernetes' default service-node-port-range."""
 
-PLATFORM_VALUES: dict[tuple[str, ...], str] = {
+VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",
     ("sync", "fromHost", "nodes", "enabled"): "teams must see the real GPU node",
     ("controlPlane", "service", "spec", "type"): "the API endpoint is a NodePort on the host",
     ("controlPlane", "service", "httpsNodePort"): "set the tenant's nodePort instead",
+    ("controlPlane", "statefulSet", "persistence", "volumeClaim", "enabled"): (
+        "the control plane's state lives on its volume; without one it is lost at every restart"
+    ),
     ("exportKubeConfig", "server"): "it is derived from the host address and the tenant's nodePort",
     ("exportKubeConfig", "context"): "it is the tenant's name",
 }
@@ -35,7 +39,7 @@ class AddonChart(ConfigModel):
 class AddonConfig(ConfigModel):
     """Something installed inside one tenant's vCluster: a Helm chart, or plain manifests."""
 
-    name: KubernetesName
+    name: HelmReleaseName = Field(description="A chart's Helm release name inside the tenant's vCluster.")
     namespace: KubernetesName | None = Field(default=None, description="For a chart; defaults to the add-on's name.")
     chart: AddonChart | None = None
     manifests: list[dict[str, Any]] | None = Field(default=None, min_length=1)
@@ -71,16 +75,15 @@ class TenantConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _platform_values_kept(self) -> "TenantConfig":
-        for path, reason in PLATFORM_VALUES.items():
-            node: Any = self.values
-            for key in path:
-                node = node.get(key, _ABSENT) if isinstance(node, dict) else _ABSENT
-            if node is not _ABSENT:
-                raise ConfigIssue(("values", *path), node, f"is set by gpu-tenancy for every tenant: {reason}")
+        issues = owned_value_issues(self.values, VCLUSTER_OWNED_VALUES)
         names = [addon.name for addon in self.addons]
-        for index, name in enumerate(names):
-            if name in names[:index]:
-                raise ConfigIssue(("addons", index, "name"), name, "is already used by an earlier add-on")
+        issues += [
+            ConfigIssue(("addons", index, "name"), name, "is already used by an earlier add-on")
+            for index, name in enumerate(names)
+            if name in names[:index]
+        ]
+        if issues:
+            raise ConfigIssues(issues)
         return self
 
 
@@ -93,14 +96,17 @@ class VClusterConfig(ConfigModel):
         description="mutate: pin pods to their queue and KAI (Kubernetes 1.36+). "
         "validate: only refuse pods that name another queue or use GPUs without KAI (older clusters).",
     )
-    persistence_size: str = Field(default="5Gi", pattern=r"^\d+(Mi|Gi|Ti)$")
+    persistence_size: str = Field(
+        default="5Gi",
+        pattern=r"^\d+(Mi|Gi|Ti)$",
+        description="Size of each control plane's PVC; a change applies to tenants created afterwards only.",
+    )
     storage_class: KubernetesName | None = Field(
-        default=None, description="StorageClass of the control plane's PVC; the cluster default when unset."
+        default=None,
+        description="StorageClass of the control plane's PVC, the cluster default when unset; "
+        "a change applies to tenants created afterwards only.",
     )
     ready_timeout_seconds: int = Field(default=600, ge=60, le=3600)
-
-
-_ABSENT = object()
 
 
 def derived_node_port(tenant: str) -> int:

@@ -13,12 +13,14 @@ from pydantic import BaseModel as _BaseModel
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from config.names import DNS_LABEL_MAX, HELM_RELEASE_NAME_MAX, TENANT_NAME_MAX, TENANT_NAME_USES, tightest_use
+
 UNLIMITED = -1
 """KAI's spelling of "no guarantee cap" for quota and "no cap" for limit."""
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _PINNED_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
-_PINNED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9./_-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 _GO_DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
 
@@ -48,29 +50,50 @@ def require_str(value: Any) -> Any:
     return value
 
 
-def dns_label(max_length: int, what: str) -> Any:
-    """A DNS-1123 label of at most `max_length` characters (`what` names its use in errors)."""
+def dns_label(max_length: int, what: str, *, limited_by: str = "", starts_with_letter: bool = False) -> Any:
+    """A DNS label of at most `max_length` characters; `what` names its use, `limited_by` why that long.
+
+    `starts_with_letter` asks for a DNS-1035 label, as Service names are.
+    """
+    pattern = _DNS_1035_LABEL if starts_with_letter else _DNS_LABEL
+    start = "a letter" if starts_with_letter else "a letter or digit"
+    reason = f" ({limited_by})" if limited_by else ""
 
     def check(value: str) -> str:
-        if len(value) > max_length or not _DNS_LABEL.match(value):
+        if len(value) > max_length or not pattern.match(value):
             raise PydanticCustomError(
                 "dns_label",
                 "is not a valid {what}: use at most {max_length} lowercase letters, digits "
-                "and '-', starting and ending with a letter or digit (e.g. team-nlp)",
-                {"what": what, "max_length": max_length},
+                "and '-'{reason}, starting with {start} and ending with a letter or digit (e.g. team-nlp)",
+                {"what": what, "max_length": max_length, "reason": reason, "start": start},
             )
         return value
 
     return AfterValidator(check)
 
 
-QueueName = Annotated[str, BeforeValidator(require_str), dns_label(63, "queue name")]
+QueueName = Annotated[str, BeforeValidator(require_str), dns_label(DNS_LABEL_MAX, "queue name")]
 """Queue names become pod label values (`kai.scheduler/queue`), hence DNS-1123 labels."""
 
-TenantName = Annotated[str, BeforeValidator(require_str), dns_label(53, "tenant name")]
-"""Tenant names become Helm release names (at most 53 characters) and `vcluster-<name>` namespaces."""
+TenantName = Annotated[
+    str,
+    BeforeValidator(require_str),
+    dns_label(
+        TENANT_NAME_MAX,
+        "tenant name",
+        limited_by=f"the longest name {tightest_use(TENANT_NAME_USES)} accepts",
+        starts_with_letter=True,
+    ),
+]
+"""A tenant's name is its vCluster's release, StatefulSet and Service names and its namespace's suffix."""
 
-KubernetesName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Kubernetes name")]
+KubernetesName = Annotated[str, BeforeValidator(require_str), dns_label(DNS_LABEL_MAX, "Kubernetes name")]
+
+HelmReleaseName = Annotated[
+    str,
+    BeforeValidator(require_str),
+    dns_label(HELM_RELEASE_NAME_MAX, "Helm release name", limited_by="Helm's limit"),
+]
 
 
 def _number(value: Any) -> int | float:
@@ -115,21 +138,6 @@ def _pinned(value: str) -> str:
 
 
 PinnedVersion = Annotated[str, BeforeValidator(require_str), AfterValidator(_pinned)]
-
-
-def _pinned_image(value: str) -> str:
-    match = _PINNED_IMAGE.match(value)
-    if not match or not (match.group(1) or match.group(2)) or match.group(1) == ":latest":
-        raise PydanticCustomError(
-            "pinned_image",
-            "is not a pinned image: give a registry/name:tag or @sha256 digest, e.g. "
-            "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04 (no tag, or 'latest', could change under the stack)",
-            {},
-        )
-    return value
-
-
-PinnedImage = Annotated[str, BeforeValidator(require_str), AfterValidator(_pinned_image)]
 
 
 def _go_duration(value: str) -> str:

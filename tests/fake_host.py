@@ -5,6 +5,7 @@ FAKE_* variables would, so a script's behaviour (what it runs, what it skips,
 what it prints) is tested without a real host.
 """
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -40,13 +41,8 @@ case "${tool}" in
            echo "    DNS:kubernetes, IP Address:127.0.0.1, IP Address:10.0.0.5${FAKE_EXTRA_SAN:+, ${FAKE_EXTRA_SAN}}" ;;
   nvidia-smi) [[ -n "${FAKE_GPUS:-}" ]] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
               printf '%b\n' "${FAKE_GPUS}" ;;
-  brev)
-    case "$1" in
-      ls) [[ -z "${FAKE_BREV_LOGGED_OUT:-}" ]] || { echo "read: EOF" >&2; exit 1; }
-          echo "NAME STATUS BUILD SHELL ID MACHINE"
-          for name in ${FAKE_BREV_INSTANCES:-}; do echo "${name} RUNNING COMPLETED READY abc n1"; done ;;
-    esac ;;
-  ssh) echo "hostname 198.51.100.7"; echo "user ubuntu"; echo "port 22"
+  brev) exec python3 "${FAKE_BREV}" "$@" ;;
+  ssh) echo "hostname ${FAKE_SSH_HOSTNAME:-198.51.100.7}"; echo "user ubuntu"; echo "port 22"
        echo "identityfile ${FAKE_IDENTITY}"; echo "proxycommand ${FAKE_PROXY:-none}" ;;
   kubectl)
     case "$1" in
@@ -59,6 +55,32 @@ YAML
     esac ;;
 esac
 exit 0
+"""
+
+FAKE_BREV = r"""
+# Brev as `brev ls --json` shows it (brevdev/brev-cli pkg/cmd/ls/ls.go @v0.6.327): instances live in
+# FAKE_BREV_STATE (JSON name -> status); a new instance is DEPLOYING for FAKE_BREV_DEPLOY_POLLS listings.
+import json, os, sys
+path = os.environ["FAKE_BREV_STATE"]
+state = json.load(open(path)) if os.path.exists(path) else {}
+verb = sys.argv[1]
+if verb == "ls":
+    if os.environ.get("FAKE_BREV_LOGGED_OUT"):
+        sys.exit("read: EOF")
+    for name, entry in state.items():
+        if entry["status"] == "DEPLOYING":
+            entry["polls"] -= 1
+            if entry["polls"] < 0:
+                entry["status"] = "RUNNING"
+    workspaces = [{"name": n, "id": "abc", "status": e["status"], "gpu": "L40S"} for n, e in state.items()]
+    print(json.dumps({"workspaces": workspaces or None}))
+elif verb == "create":
+    state[sys.argv[2]] = {"status": "DEPLOYING", "polls": int(os.environ.get("FAKE_BREV_DEPLOY_POLLS", "0"))}
+elif verb == "delete":
+    if sys.argv[2] not in state:
+        sys.exit(f"instance with id/name {sys.argv[2]} not found")
+    del state[sys.argv[2]]
+json.dump(state, open(path, "w"))
 """
 
 TOOLS = ("sudo", "id", "usermod", "hostname", "snap", "microk8s", "openssl", "nvidia-smi", "brev", "ssh", "kubectl")
@@ -76,12 +98,23 @@ class FakeHost:
     def calls(self) -> list[str]:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
+    def brev_instances(self, **statuses: str) -> None:
+        """Instances Brev already has, by name and status (e.g. RUNNING); they keep that status."""
+        state = {name.replace("_", "-"): {"status": status, "polls": 10**6} for name, status in statuses.items()}
+        (self.root / "brev.json").write_text(json.dumps(state))
+
+    def brev_state(self) -> dict[str, str]:
+        path = self.root / "brev.json"
+        return {n: e["status"] for n, e in json.loads(path.read_text()).items()} if path.exists() else {}
+
     def run(self, script: str, inputs: dict[str, str]) -> subprocess.CompletedProcess[str]:
         """Run the script exactly as shipped: rendered with its inputs, under bash."""
         env = {
             "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
             "HOME": str(self.root),
             "FAKE_LOG": str(self.log),
+            "FAKE_BREV": str(self.root / "fake-brev.py"),
+            "FAKE_BREV_STATE": str(self.root / "brev.json"),
             **self.state,
         }
         return subprocess.run(
@@ -101,6 +134,7 @@ def fake_host(root: Path, without: tuple[str, ...] = ()) -> FakeHost:
     fake = root / "fake"
     fake.write_text(FAKE)
     fake.chmod(0o755)
+    (root / "fake-brev.py").write_text(FAKE_BREV)
     for tool in TOOLS:
         if tool not in without:
             (bin_dir / tool).symlink_to(fake)

@@ -18,6 +18,7 @@ from unittest import mock
 
 import pulumi
 import pulumi.runtime
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks
 
@@ -64,10 +65,15 @@ def _unwrap(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
+AUTO_NAME_SUFFIX = "-0a1b2c3"
+"""pulumi-kubernetes auto-names an object `<resource name>-<7 random characters>`."""
+
+
 def _with_name(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Kubernetes objects without a fixed name get an auto-name, as pulumi-kubernetes does."""
+    """Kubernetes objects without a fixed name get an auto-name, as pulumi-kubernetes does (in Check, so
+    also in a preview)."""
     metadata = dict(inputs.get("metadata") or {})
-    metadata.setdefault("name", f"{name}-0a1b2c3d")
+    metadata.setdefault("name", f"{name}{AUTO_NAME_SUFFIX}")
     return {**inputs, "metadata": metadata}
 
 
@@ -85,7 +91,12 @@ contexts:
   context: {cluster: microk8s-cluster, user: admin}
 current-context: microk8s
 """
-FAKE_INVENTORY = "gpu-node-1\tNVIDIA-L40S\t46068\t580.95.05\t1\n"
+GPU_NODE_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-L40S",
+    "nvidia.com/gpu.memory": "46068",
+    "nvidia.com/cuda.driver-version.full": "580.95.05",
+}
 COMMAND_STDOUT = {
     "brev-instance": "created=true\n",
     "brev-ssh": "address=198.51.100.7\nuser=ubuntu\nport=22\nprivateKey="
@@ -118,7 +129,7 @@ class RealisticMocks(Mocks):
         if args.typ.startswith("command:"):
             step = next((key for key in COMMAND_STDOUT if args.name.endswith(f"-{key}")), None)
             return f"{args.name}-id", {**inputs, "stdout": COMMAND_STDOUT.get(step or "", ""), "stderr": ""}
-        if args.resource_id and args.typ in {"kubernetes:core/v1:Secret", "kubernetes:core/v1:ConfigMap"}:
+        if args.resource_id and args.typ in {"kubernetes:core/v1:Secret", "kubernetes:core/v1:Node"}:
             return args.resource_id, self._read(args.typ, args.resource_id)
         if args.typ == "kubernetes:helm.sh/v3:Release":
             plain, _ = _unwrap(inputs)
@@ -139,16 +150,40 @@ class RealisticMocks(Mocks):
         return f"{args.name}-id", inputs
 
     def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
-        """What the cluster holds once the gates have passed: a tenant's kubeconfig, the GPU inventory."""
+        """What the cluster holds once the gates have passed: a tenant's kubeconfig, a GPU node."""
+        if typ == "kubernetes:core/v1:Node":
+            return {
+                "metadata": {"name": resource_id, "labels": GPU_NODE_LABELS},
+                "status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "1"}},
+            }
         namespace, name = resource_id.split("/")
-        metadata = {"namespace": namespace, "name": name}
-        if typ == "kubernetes:core/v1:Secret":
-            config = tenant_kubeconfig(name.removeprefix("vc-"))
-            return {"metadata": metadata, "data": {"config": base64.b64encode(config.encode()).decode()}}
-        return {"metadata": metadata, "data": {"nodes.tsv": FAKE_INVENTORY}}
+        config = tenant_kubeconfig(name.removeprefix("vc-"))
+        return {
+            "metadata": {"namespace": namespace, "name": name},
+            "data": {"config": base64.b64encode(config.encode()).decode()},
+        }
 
     def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         return {}, None
+
+
+class FreshPreviewMocks(RealisticMocks):
+    """`pulumi preview` of a stack that does not exist yet: every id and computed output is unknown.
+
+    Providers echo their inputs in a preview (pulumi-kubernetes also fills in the
+    auto-name in Check), so inputs stay known; anything only the create step
+    produces (command stdout, Helm status, an id, what a read would return) is absent,
+    which the SDK resolves as unknown during a dry run.
+    """
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.resource_id:
+            # A read whose id is still unknown is skipped by the engine in a preview.
+            return "", {}
+        inputs = dict(args.inputs)
+        if args.typ.startswith("kubernetes:") and args.typ != "kubernetes:helm.sh/v3:Release":
+            return "", _with_name(args.name, inputs)
+        return "", inputs
 
 
 class RecordingMonitor(MockMonitor):
@@ -200,6 +235,7 @@ class RecordingMonitor(MockMonitor):
 class ExportedValue:
     value: Any
     secret: bool
+    known: bool = True
 
 
 class _LogCapture(logging.Handler):
@@ -240,16 +276,23 @@ def run_pulumi(
     secrets: Mapping[str, str] | None = None,
     stack: str = "dev",
     attempt: Attempt | None = None,
+    *,
+    preview: bool = False,
 ) -> ProgramRun:
-    """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy."""
+    """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy.
+
+    With `preview`, the run is a dry run of a fresh stack (see FreshPreviewMocks).
+    """
     attempt = attempt or Attempt()
-    monitor = RecordingMonitor(RealisticMocks())
+    monitor = RecordingMonitor(FreshPreviewMocks() if preview else RealisticMocks())
     capture = _LogCapture()
     logger = logging.getLogger(f"gpu-tenancy-tests-{id(monitor)}")
     logger.addHandler(capture)
     logger.propagate = False
     logger.setLevel(logging.INFO)
-    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor, logger=logger)
+    pulumi.runtime.set_mocks(
+        monitor.mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor, logger=logger
+    )
     all_config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
     all_config.update({f"{PROJECT}:{k}": v for k, v in (secrets or {}).items()})
     pulumi.runtime.set_all_config(all_config, secret_keys=[f"{PROJECT}:{k}" for k in secrets or {}])
@@ -261,7 +304,7 @@ def run_pulumi(
     async def resolve() -> None:
         for key, value in exported.items():
             output = pulumi.Output.from_input(value)
-            run.exports[key] = ExportedValue(await output.future(), await output.is_secret())
+            run.exports[key] = ExportedValue(await output.future(), await output.is_secret(), await output.is_known())
 
     @pulumi.runtime.test
     def program() -> Any:
@@ -279,13 +322,20 @@ def run_pulumi(
     return run
 
 
+def is_unknown(value: Any) -> bool:
+    """Whether a registered input was unknown when it was registered (as in a preview)."""
+    return isinstance(value, Unknown)
+
+
 def _main() -> None:
     runpy.run_path(str(MAIN), run_name="__main__")
 
 
-def run_main(config: Mapping[str, Any], secrets: Mapping[str, str] | None = None, stack: str = "dev") -> ProgramRun:
-    """Run `__main__.py` exactly as `pulumi up` would, with the given `gpu-tenancy:*` config."""
-    return run_pulumi(_main, config=config, secrets=secrets, stack=stack)
+def run_main(
+    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None, stack: str = "dev", *, preview: bool = False
+) -> ProgramRun:
+    """Run `__main__.py` exactly as `pulumi up` (or, with `preview`, a fresh stack's `pulumi preview`) would."""
+    return run_pulumi(_main, config=config, secrets=secrets, stack=stack, preview=preview)
 
 
 def attempt_main(

@@ -46,6 +46,15 @@ def _duplicate_queue(config: Config) -> None:
     config["queues"].append(dict(config["queues"][1]))
 
 
+def _nested(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """`("a", "b"), 1` -> `{"a": {"b": 1}}`."""
+    nested: Any = value
+    for key in reversed(path):
+        nested = {key: nested}
+    result: dict[str, Any] = nested
+    return result
+
+
 def _versions(**fields: Any) -> Callable[[Config], None]:
     def mutate(config: Config) -> None:
         config["versions"].update(fields)
@@ -95,7 +104,38 @@ BAD_CONFIGS = [
         "names no queue",
     ),
     ("duplicate-tenant", _tenant(name="team-nlp", queue="team-nlp"), "gpu-tenancy:tenants[3].name", "unique"),
-    ("tenant-name-too-long", _tenant(name="t" * 54, queue="team-nlp"), "gpu-tenancy:tenants[3].name", "at most 53"),
+    (
+        "tenant-name-too-long-for-vclusters-statefulset",
+        _tenant(name="t" * 53, queue="team-nlp"),
+        "gpu-tenancy:tenants[3].name",
+        "at most 52 lowercase letters, digits and '-' (the longest name its vCluster's StatefulSet",
+    ),
+    (
+        "tenant-name-starting-with-a-digit",
+        _tenant(name="1-team", queue="team-nlp"),
+        "gpu-tenancy:tenants[3].name",
+        "starting with a letter",
+    ),
+    (
+        "tenant-turns-off-the-control-planes-volume",
+        lambda c: c["tenants"][0].update(
+            values={"controlPlane": {"statefulSet": {"persistence": {"volumeClaim": {"enabled": False}}}}}
+        ),
+        "gpu-tenancy:tenants[0].values.controlPlane.statefulSet.persistence.volumeClaim.enabled",
+        "lost at every restart",
+    ),
+    (
+        "addon-name-longer-than-helm-allows",
+        lambda c: c["tenants"][0].update(addons=[{"name": "a" * 54, "manifests": [{"apiVersion": "v1"}]}]),
+        "gpu-tenancy:tenants[0].addons[0].name",
+        "at most 53",
+    ),
+    (
+        "operator-release-name-longer-than-helm-allows",
+        lambda c: c.update(gpuOperator={"releaseName": "g" * 54}),
+        "gpu-tenancy:gpuOperator.releaseName",
+        "Helm's limit",
+    ),
     ("latest-version", _versions(kaiScheduler="latest"), "gpu-tenancy:versions.kaiScheduler", "exact version"),
     ("range-version", _versions(kaiScheduler="^0.16"), "gpu-tenancy:versions.kaiScheduler", "exact version"),
     ("partial-version", _versions(kaiScheduler="v0.16"), "gpu-tenancy:versions.kaiScheduler", "exact version"),
@@ -178,11 +218,46 @@ BAD_CONFIGS = [
         "'install', 'adopt' or 'skip'",
     ),
     (
-        "unpinned-gate-image",
-        lambda c: c.update(gpuGate={"image": "nvcr.io/nvidia/cuda"}),
+        "gate-image-from-before-the-gate-ran-no-gpu-pod",
+        lambda c: c.update(gpuGate={"image": "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04"}),
         "gpu-tenancy:gpuGate.image",
-        "not a pinned image",
+        "no longer used",
     ),
+    (
+        "kubectl-without-wait-for-create",
+        _versions(kubectl="v1.30.4"),
+        "gpu-tenancy:versions.kubectl",
+        "kubectl v1.31.0 or newer",
+    ),
+    *[
+        (
+            f"kai-value-{'-'.join(path)}",
+            lambda c, path=path, value=value: c.update(kaiScheduler={"values": _nested(path, value)}),
+            f"gpu-tenancy:kaiScheduler.values.{'.'.join(path)}",
+            reason,
+        )
+        for path, value, reason in [
+            (("global", "gpuSharing"), False, "gpu-fraction"),
+            (("podgrouper", "queueLabelKey"), "team", "pinned to their queue"),
+            (("global", "namespaceLabelSelector"), {"kai": "on"}, "would ignore tenant namespaces"),
+            (("global", "podLabelSelector"), {"kai": "on"}, "would ignore tenant pods"),
+            (("kaiConfigDeployer", "enabled"), False, "readiness gate"),
+            (("binder", "cdiEnabled"), False, "gpuOperator.values.cdi.enabled"),
+        ]
+    ],
+    *[
+        (
+            f"toolkit-env-{name.lower()}",
+            lambda c, name=name: c.update(
+                gpuOperator={
+                    "values": {"toolkit": {"env": [{"name": "FOO", "value": "1"}, {"name": name, "value": "1"}]}}
+                }
+            ),
+            "gpu-tenancy:gpuOperator.values.toolkit.env[1].name",
+            "default runtime",
+        )
+        for name in ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT")
+    ],
 ]
 
 
@@ -210,7 +285,7 @@ def test_bad_config_is_one_run_error_naming_the_key_and_nothing_is_registered(
 
 
 SSH_HOST = {"mode": "ssh", "address": "203.0.113.10"}
-KUBECONFIG_HOST = {"mode": "kubeconfig"}
+KUBECONFIG_HOST = {"mode": "kubeconfig", "address": "203.0.113.10"}
 KEY = {"sshPrivateKey": "stand-in key"}
 KUBECONFIG = {"kubeconfig": FAKE_KUBECONFIG}
 
@@ -226,6 +301,13 @@ BAD_HOSTS = [
     ("kubeconfig-without-kubeconfig", KUBECONFIG_HOST, {}, "gpu-tenancy:kubeconfig", "pulumi config set --secret"),
     ("kubeconfig-with-ssh-key", KUBECONFIG_HOST, {**KUBECONFIG, **KEY}, "gpu-tenancy:sshPrivateKey", "does not use"),
     ("kubeconfig-with-brev-key", {**KUBECONFIG_HOST, "cloud": "nebius"}, KUBECONFIG, "gpu-tenancy:host.cloud", "known"),
+    (
+        "kubeconfig-without-the-address-teams-use",
+        {"mode": "kubeconfig"},
+        KUBECONFIG,
+        "gpu-tenancy:host.address",
+        "on EKS, GKE or AKS the kubeconfig's API server is not a node",
+    ),
     (
         "brev-without-name",
         {"mode": "brev", "gpuName": "L40S", "cloud": "nebius"},

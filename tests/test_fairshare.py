@@ -18,7 +18,7 @@ from tests.conftest import dev_settings
 SLACK = 1e-9
 
 
-def queue(  # noqa: PLR0917 (reads like a row of the Queue table)
+def queue(
     name: str, quota: float, limit: float = -1, weight: float = 1, parent: str | None = None, priority: int = 100
 ) -> QueueConfig:
     return QueueConfig.model_validate(

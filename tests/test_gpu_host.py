@@ -23,7 +23,7 @@ PROVIDER = "pulumi:providers:kubernetes"
 
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-mode\n-----END OPENSSH PRIVATE KEY-----\n"
 SSH = ({"mode": "ssh", "address": "203.0.113.20"}, {"sshPrivateKey": SSH_KEY})
-KUBECONFIG = ({"mode": "kubeconfig"}, {"kubeconfig": FAKE_KUBECONFIG})
+KUBECONFIG = ({"mode": "kubeconfig", "address": "203.0.113.10"}, {"kubeconfig": FAKE_KUBECONFIG})
 BOOTSTRAP_STEPS = ["preflight", "microk8s", "addons", "kubeconfig", "gpu-operator-check"]
 
 
@@ -111,9 +111,11 @@ def test_the_private_key_travels_only_inside_a_secret_connection(
         assert key not in step.inputs["create"], name
 
 
-def test_command_outputs_that_carry_credentials_are_secret(dev_run: ProgramRun) -> None:
-    assert "stdout" in dev_run.one(LOCAL, "host-brev-ssh").additional_secret_outputs
-    assert "stdout" in dev_run.one(REMOTE, "host-kubeconfig").additional_secret_outputs
+def test_command_outputs_that_carry_credentials_are_secret_and_never_logged(dev_run: ProgramRun) -> None:
+    """pulumi-command streams stdout into `pulumi up`'s output unless told not to; secretness covers state only."""
+    for command in (dev_run.one(LOCAL, "host-brev-ssh"), dev_run.one(REMOTE, "host-kubeconfig")):
+        assert "stdout" in command.additional_secret_outputs, command.name
+        assert command.inputs["logging"] == "stderr", command.name
 
 
 @pytest.mark.parametrize(
@@ -139,9 +141,15 @@ def test_every_mode_hands_over_a_secret_kubeconfig_and_a_stable_cluster_identity
     assert not run.exports["hostAddress"].secret
 
 
-def test_an_existing_cluster_can_name_the_address_teams_use() -> None:
+def test_an_existing_cluster_names_the_address_teams_use() -> None:
     run = _run({"mode": "kubeconfig", "address": "gpu.example.com"}, KUBECONFIG[1])
     assert run.exports["hostAddress"].value == "gpu.example.com"
+    assert run.exports["tenantEndpoints"].value["team-nlp"].startswith("https://gpu.example.com:")
+
+
+def test_without_tenants_an_existing_cluster_defaults_to_its_api_servers_host() -> None:
+    run = _run({"mode": "kubeconfig"}, KUBECONFIG[1], tenants=[])
+    assert run.exports["hostAddress"].value == "203.0.113.10"
 
 
 def _script(step: Registration) -> str:
@@ -198,48 +206,50 @@ def test_the_microk8s_step_upgrades_in_place_and_tears_down_only_on_destroy(dev_
     assert "MICROK8S_CHANNEL=1.37/stable\n" in _script(upgraded)
 
 
-def test_brev_keeps_the_instance_on_destroy_unless_asked(dev_run: ProgramRun) -> None:
-    instance = dev_run.one(LOCAL, "host-brev-instance")
-    assert "DELETE_ON_DESTROY=false\n" in instance.inputs["delete"]
-    host = {**dev_settings()["host"], "deleteOnDestroy": True}
-    assert "DELETE_ON_DESTROY=true\n" in _run(host).one(LOCAL, "host-brev-instance").inputs["delete"]
+def test_an_update_of_the_brev_instance_carries_the_created_marker_on(dev_run: ProgramRun) -> None:
+    """pulumi-command runs `update` (or else `create` again, with no memory) on an input change."""
+    instance = dev_run.one(LOCAL, "host-brev-instance").inputs
+    assert instance["update"] == instance["create"]
+    assert "ACTION=ensure\n" in instance["update"]
+    assert "ACTION=delete\n" in instance["delete"]
+    assert instance["addPreviousOutputInEnv"] is True
 
 
-MICROK8S_TOOLKIT = [
-    {"name": "CONTAINERD_CONFIG", "value": "/var/snap/microk8s/current/args/containerd-template.toml"},
-    {"name": "RUNTIME_CONFIG_SOURCE", "value": "file=/var/snap/microk8s/current/args/containerd.toml"},
-    {"name": "CONTAINERD_SOCKET", "value": "/var/snap/microk8s/common/run/containerd.sock"},
-    {"name": "CONTAINERD_SET_AS_DEFAULT", "value": "1"},
-]
+@pytest.mark.parametrize(
+    ("host_change", "replaced", "delete_on_destroy"),
+    [
+        ({"deleteOnDestroy": True}, False, "true"),
+        ({"name": "gpu-tenancy-dev-2"}, True, "false"),
+        ({"gpuName": "H100"}, True, "false"),
+        ({"cloud": "aws"}, True, "false"),
+        ({"instanceType": "gpu-l40s-a.1gpu"}, True, "false"),
+    ],
+    ids=["delete-on-destroy", "rename", "gpu", "cloud", "instance-type"],
+)
+def test_another_instance_replaces_the_brev_resource_and_a_setting_updates_it(
+    dev_run: ProgramRun, host_change: dict[str, Any], replaced: bool, delete_on_destroy: str
+) -> None:
+    """A replacement runs the old resource's delete step, so a renamed instance is not silently orphaned."""
+    before = dev_run.one(LOCAL, "host-brev-instance").inputs
+    after = _run({**dev_settings()["host"], **host_change}).one(LOCAL, "host-brev-instance").inputs
+    assert (before["triggers"] != after["triggers"]) == replaced
+    assert f"DELETE_ON_DESTROY={delete_on_destroy}\n" in after["delete"]
 
 
-def test_the_gpu_operator_is_installed_for_microk8s_as_the_tutorial_does(dev_run: ProgramRun) -> None:
-    release = dev_run.one(RELEASE, "host-gpu-operator").inputs
-    assert (release["chart"], release["repositoryOpts"], release["version"]) == (
+def test_the_gpu_operator_is_installed_from_ngc_into_a_privileged_namespace_of_ours(dev_run: ProgramRun) -> None:
+    release = dev_run.one(RELEASE, "host-gpu-operator")
+    inputs = release.inputs
+    assert (inputs["chart"], inputs["repositoryOpts"], inputs["version"]) == (
         "gpu-operator",
         {"repo": "https://helm.ngc.nvidia.com/nvidia"},
         "v26.3.3",
     )
-    assert (release["name"], release["namespace"]) == ("gpu-operator", "gpu-operator-resources")
-    assert release["values"] == {
-        "driver": {"enabled": False},
-        "operator": {"defaultRuntime": "containerd"},
-        "cdi": {"enabled": True},
-        "toolkit": {"env": MICROK8S_TOOLKIT},
-    }
-    labels = dev_run.one(NAMESPACE, "host-gpu-operator").inputs["metadata"]["labels"]
+    assert (inputs["name"], inputs["namespace"]) == ("gpu-operator", "gpu-operator-resources")
+    namespace = dev_run.one(NAMESPACE, "host-gpu-operator")
+    labels = namespace.inputs["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
     assert labels["app.kubernetes.io/part-of"] == "gpu-tenancy", "the operator check recognises this label"
-
-
-def test_on_an_existing_cluster_the_operator_keeps_its_own_containerd_paths(kubeconfig_run: ProgramRun) -> None:
-    values = kubeconfig_run.one(RELEASE, "host-gpu-operator").inputs["values"]
-    assert "toolkit" not in values
-    run = _run(*KUBECONFIG, gpuOperator={"values": {"toolkit": {"enabled": False}, "dcgmExporter": {"enabled": False}}})
-    values = run.one(RELEASE, "host-gpu-operator").inputs["values"]
-    assert values["toolkit"] == {"enabled": False}
-    assert values["dcgmExporter"] == {"enabled": False}
-    assert values["driver"] == {"enabled": False}
+    assert release.depends_on(namespace), "the release is uninstalled before its namespace is deleted"
 
 
 def test_adopting_an_operator_imports_it_unchanged_and_never_deletes_it() -> None:
@@ -261,18 +271,9 @@ def test_skipping_the_operator_still_proves_the_gpu_before_kai() -> None:
     assert run.one(NAMESPACE, "kai-namespace").depends_on(run.one(JOB, "host-gpu-gate"))
 
 
-def test_the_gate_asks_for_a_whole_gpu_on_a_labelled_node(dev_run: ProgramRun) -> None:
-    pod = dev_run.one(JOB, "host-gpu-gate").inputs["spec"]["template"]["spec"]
-    (probe,) = pod["initContainers"]
-    assert probe["resources"]["limits"] == {"nvidia.com/gpu": 1}
-    assert probe["command"][0] == "nvidia-smi"
-    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert pod["securityContext"]["runAsNonRoot"] is True
-
-
-def test_the_gpu_output_is_read_from_the_gates_inventory_after_the_gate(dev_run: ProgramRun) -> None:
+def test_the_gpu_output_reads_each_node_this_stack_built_after_the_gate(dev_run: ProgramRun) -> None:
     reads = [r for r in dev_run.registrations if r.read and r.name.startswith("host-")]
-    assert [(r.name, r.import_id) for r in reads] == [("host-gpu-gate-inventory", "gpu-tenancy-system/gpu-inventory")]
+    assert [(r.type, r.import_id) for r in reads] == [("kubernetes:core/v1:Node", "gpu-node-1")]
     job_index = dev_run.registrations.index(dev_run.one(JOB, "host-gpu-gate"))
     assert dev_run.registrations.index(reads[0]) > job_index
     assert dev_run.exports["gpu"].value == {
@@ -280,16 +281,31 @@ def test_the_gpu_output_is_read_from_the_gates_inventory_after_the_gate(dev_run:
     }
 
 
+def test_an_existing_clusters_nodes_are_not_listed(kubeconfig_run: ProgramRun) -> None:
+    assert not [r for r in kubeconfig_run.registrations if r.read and r.name.startswith("host-")]
+    assert kubeconfig_run.exports["gpu"].value is None
+
+
 def _gate_fingerprint(run: ProgramRun) -> str:
     annotations: dict[str, str] = run.one(JOB, "host-gpu-gate").inputs["spec"]["template"]["metadata"]["annotations"]
-    return annotations["gpu-tenancy/gpu-stack"]
+    return annotations["gpu-tenancy/vouches-for"]
 
 
-def test_the_gate_runs_again_when_the_gpu_stack_changes_and_only_then(dev_run: ProgramRun) -> None:
-    base = _gate_fingerprint(dev_run)
-    assert _gate_fingerprint(_run(versions__gpuOperator="v26.3.4")) != base
-    assert _gate_fingerprint(_run(gpuGate={"image": "nvcr.io/nvidia/cuda:13.0.2-base-ubuntu24.04"})) != base
-    assert _gate_fingerprint(_run(versions__kaiScheduler="v0.16.5")) == base
+@pytest.mark.parametrize(
+    ("change", "reruns"),
+    [
+        ({"versions__gpuOperator": "v26.3.4"}, True),
+        ({"gpuOperator": {"values": {"dcgmExporter": {"enabled": False}}}}, True),
+        ({"versions__microk8s": "1.37/stable"}, True),
+        ({"versions__kaiScheduler": "v0.16.5"}, False),
+        ({"tenants": []}, False),
+    ],
+    ids=["operator-version", "operator-values", "microk8s", "kai", "tenants"],
+)
+def test_the_gpu_gate_runs_again_when_the_gpu_stack_changes_and_only_then(
+    dev_run: ProgramRun, change: dict[str, Any], reruns: bool
+) -> None:
+    assert (_gate_fingerprint(_run(**change)) != _gate_fingerprint(dev_run)) == reruns
 
 
 def test_preflight_facts_are_component_outputs() -> None:

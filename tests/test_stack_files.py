@@ -31,7 +31,7 @@ def test_a_plain_text_kubeconfig_in_a_stack_file_is_refused(tmp_path: Path) -> N
 
 def test_an_encrypted_kubeconfig_in_a_stack_file_is_accepted(tmp_path: Path) -> None:
     document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
-    document["config"]["gpu-tenancy:host"] = {"mode": "kubeconfig"}
+    document["config"]["gpu-tenancy:host"] = {"mode": "kubeconfig", "address": "203.0.113.10"}
     document["config"]["gpu-tenancy:kubeconfig"] = {"secure": "v1:AAAA"}
     stack = tmp_path / "Pulumi.enc.yaml"
     stack.write_text(yaml.safe_dump(document))

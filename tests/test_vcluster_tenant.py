@@ -4,6 +4,7 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from config.tenants import NODE_PORT_RANGE
 from tests.conftest import dev_settings, vcluster_schema_errors
@@ -157,20 +158,27 @@ def test_the_kubeconfig_is_read_only_after_the_control_plane_published_it(dev_ru
     release = dev_run.one(RELEASE, f"{team}-vcluster")
     gate = dev_run.one(JOB, f"{team}-ready")
     assert gate.depends_on(release)
-    container = gate.inputs["spec"]["template"]["spec"]["containers"][0]
-    assert {"name": "SECRET", "value": f"vc-{team}"} in container["env"]
+    assert gate.inputs["metadata"]["namespace"] == f"vcluster-{team}"
     (read,) = [r for r in dev_run.registrations if r.read and r.name == f"{team}-kubeconfig"]
     assert read.import_id == f"vcluster-{team}/vc-{team}"
     assert dev_run.registrations.index(read) > dev_run.registrations.index(gate)
 
 
-def test_tenant_kubeconfigs_are_a_secret_map_and_endpoints_are_plain(dev_run: ProgramRun) -> None:
+def _servers(kubeconfig: str) -> list[str]:
+    return [cluster["cluster"]["server"] for cluster in yaml.safe_load(kubeconfig)["clusters"]]
+
+
+def test_tenant_kubeconfigs_name_the_endpoint_the_platform_knows(dev_run: ProgramRun) -> None:
+    """The Secret in the mocks names an old endpoint, as one does until a restarted control plane rewrites it."""
     kubeconfigs = dev_run.exports["tenantKubeconfigs"]
-    assert kubeconfigs.secret
-    assert kubeconfigs.value == {team: tenant_kubeconfig(team) for team in TEAMS}
     endpoints = dev_run.exports["tenantEndpoints"]
+    assert kubeconfigs.secret
     assert not endpoints.secret
-    assert set(endpoints.value) == set(TEAMS)
+    assert set(kubeconfigs.value) == set(endpoints.value) == set(TEAMS)
+    for team, kubeconfig in kubeconfigs.value.items():
+        assert _servers(tenant_kubeconfig(team)) != [endpoints.value[team]], "the mocks must start from a stale one"
+        assert _servers(kubeconfig) == [endpoints.value[team]]
+        assert yaml.safe_load(kubeconfig)["users"] == yaml.safe_load(tenant_kubeconfig(team))["users"]
 
 
 def _provider_of(run: ProgramRun, registration: Registration) -> Registration:
@@ -202,7 +210,9 @@ def test_addons_go_in_through_the_tenants_own_api_server() -> None:
         provider = _provider_of(run, addon)
         assert provider.name == "team-nlp-vcluster", addon.name
         assert "kubeconfig" in provider.secret_inputs
-        assert provider.inputs["kubeconfig"] == tenant_kubeconfig("team-nlp")
+        assert provider.inputs["kubeconfig"] == run.exports["tenantKubeconfigs"].value["team-nlp"]
+        # From config alone, so an unknown kubeconfig (a preview) never plans the add-ons' replacement.
+        assert provider.inputs["clusterIdentifier"] == "brev/gpu-tenancy-dev/vcluster/team-nlp"
     assert (chart.inputs["chart"], chart.inputs["version"], chart.inputs["namespace"]) == (
         "kuberay-operator",
         "1.4.2",
@@ -211,13 +221,24 @@ def test_addons_go_in_through_the_tenants_own_api_server() -> None:
     assert not any(r.name.startswith("team-vision-addon") for r in run.registrations)
 
 
-def _ready_fingerprint(run: ProgramRun, team: str) -> str:
-    annotations: dict[str, str] = run.one(JOB, f"{team}-ready").inputs["spec"]["template"]["metadata"]["annotations"]
-    return annotations["gpu-tenancy/vcluster-release"]
+def test_a_new_persistence_setting_applies_to_new_tenants_and_leaves_existing_ones_alone(dev_run: ProgramRun) -> None:
+    """volumeClaimTemplates cannot change on a running StatefulSet: the change stays under ignore_changes."""
+    changed = _run(lambda c: c.update(vcluster={"persistenceSize": "20Gi", "storageClass": "fast"}))
+    for team in TEAMS:
+        release = changed.one(RELEASE, f"{team}-vcluster")
+        before, after = _values(dev_run, team), _values(changed, team)
+        assert after["controlPlane"]["statefulSet"]["persistence"]["volumeClaim"]["size"] == "20Gi"
+        differing = _differences(before, after)
+        assert differing, "the new setting is rendered (a new tenant gets it)"
+        ignored = [tuple(path.split(".")[1:]) for path in release.ignore_changes]
+        assert all(any(path[: len(i)] == i for i in ignored) for path in differing), (differing, ignored)
 
 
-def test_the_kubeconfig_gate_waits_again_only_when_the_control_plane_changes(dev_run: ProgramRun) -> None:
-    base = _ready_fingerprint(dev_run, "team-nlp")
-    assert _ready_fingerprint(_run(lambda c: c["versions"].update(vcluster="0.35.2")), "team-nlp") != base
-    assert _ready_fingerprint(_run(lambda c: c["tenants"][0].update(nodePort=30080)), "team-nlp") != base
-    assert _ready_fingerprint(_run(lambda c: c.update(vcluster={"admission": "validate"})), "team-nlp") == base
+def _differences(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [
+            d
+            for key in before.keys() | after.keys()
+            for d in _differences(before.get(key), after.get(key), (*path, key))
+        ]
+    return [] if before == after else [path]

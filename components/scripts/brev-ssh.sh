@@ -2,7 +2,12 @@
 # Resolve how to reach a Brev instance over SSH, from the entry `brev refresh` writes to ~/.brev/ssh_config.
 #
 # Prints key=value lines: address, user, port, and the private key (base64, one line).
-# The caller marks this output secret.
+# The caller keeps this output out of the logs and marks it secret.
+#
+# `brev refresh` writes a `Host <name>` entry for RUNNING instances only, either with
+# HostName/Port/User or with a cloudflared ProxyCommand (brevdev/brev-cli pkg/ssh/sshconfigurer.go
+# @v0.6.327). `ssh -G` exits 0 even for a host no config names, echoing the name as its hostname
+# (openssh/openssh-portable ssh.c, readconf.c @V_10_5_P1), so that case is detected from its output.
 #
 # Inputs (environment): BREV_NAME.
 set -euo pipefail
@@ -13,7 +18,7 @@ fail() { echo "[brev] $*" >&2; exit 1; }
 
 brev refresh </dev/null >&2 || fail "\`brev refresh\` failed: run \`brev login --token <token>\` and retry"
 
-settings=$(ssh -G "${BREV_NAME}") || fail "ssh has no settings for ${BREV_NAME}: is the instance listed by \`brev ls\`?"
+settings=$(ssh -G "${BREV_NAME}")
 setting() { awk -v key="$1" '$1 == key { $1 = ""; sub(/^ /, ""); print; exit }' <<<"${settings}"; }
 
 proxy=$(setting proxycommand)
@@ -22,6 +27,9 @@ if [[ -n "${proxy}" && "${proxy}" != none ]]; then
 fi
 
 address=$(setting hostname)
+if [[ -z "${address}" || "${address}" == "-" || "${address}" == "${BREV_NAME,,}" ]]; then
+  fail "brev refresh wrote no SSH address for ${BREV_NAME}: is it RUNNING in \`brev ls\`, with a public address?"
+fi
 identity=$(setting identityfile)
 identity="${identity/#\~/${HOME}}"
 [[ -r "${identity}" ]] || fail "the identity file ${identity} for ${BREV_NAME} is not readable"

@@ -5,15 +5,17 @@
 # would only report a bare name clash. An operator in the configured namespace
 # that this stack labelled is its own earlier install, and is fine.
 #
-# Inputs (environment): NAMESPACE, PART_OF (the value of app.kubernetes.io/part-of on our namespaces).
+# Inputs (environment): NAMESPACE, PART_OF (the value of app.kubernetes.io/part-of on our namespaces),
+# OPERATOR_SELECTOR (the label of the operator's Deployment).
 set -euo pipefail
 
 : "${NAMESPACE:?namespace this stack installs the operator in}"
 : "${PART_OF:?label value that marks namespaces of this stack}"
+: "${OPERATOR_SELECTOR:?label selector of the operator Deployment}"
 
 kubectl() { sudo -n microk8s kubectl "$@"; }
 
-namespaces=$(kubectl get deployments --all-namespaces -l app.kubernetes.io/component=gpu-operator \
+namespaces=$(kubectl get deployments --all-namespaces -l "${OPERATOR_SELECTOR}" \
   -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | sort -u)
 
 for namespace in ${namespaces}; do

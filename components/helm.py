@@ -1,0 +1,56 @@
+"""Every Helm release this program installs, with the options a release always needs."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+HELM_TIMEOUT_SECONDS = 600
+"""How long Helm waits for a release's resources to be ready (its --wait, on by default in pulumi-kubernetes)."""
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """What a release installs; as plain data, it is also what a gate vouches for."""
+
+    name: str
+    chart: str
+    """A chart name in `repo`, or a whole `oci://` reference (then `repo` is None)."""
+    version: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    repo: str | None = None
+
+
+def helm_release(
+    resource_name: str,
+    spec: ReleaseSpec,
+    *,
+    namespace: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+    values: pulumi.Input[Mapping[str, Any]] | None = None,
+    timeout_seconds: int = HELM_TIMEOUT_SECONDS,
+    **options: Any,
+) -> k8s.helm.v3.Release:
+    """A release of `spec`; `values` replaces the spec's when they are only known as an Output.
+
+    Deleted before it is replaced: a replacement (new name or namespace) would
+    otherwise install the new release while the old one still owns the chart's
+    cluster-scoped objects, and Helm refuses a name that is still in use
+    (helm/helm pkg/action/install.go @v3.20.2; pulumi-kubernetes leaves
+    deleteBeforeReplace false: provider/pkg/provider/helm_release.go @v4.32.0).
+    """
+    oci = spec.chart.startswith("oci://")
+    return k8s.helm.v3.Release(
+        resource_name,
+        name=spec.name,
+        chart=spec.chart,
+        repository_opts=None if oci or spec.repo is None else {"repo": spec.repo},
+        version=spec.version,
+        namespace=namespace,
+        values=dict(spec.values) if values is None else values,
+        timeout=timeout_seconds,
+        **options,
+        opts=opts.merge(pulumi.ResourceOptions(delete_before_replace=True)),
+    )

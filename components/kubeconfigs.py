@@ -1,0 +1,43 @@
+"""Reading and adjusting kubeconfig documents."""
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+
+def _current_cluster(document: dict[str, Any]) -> dict[str, Any]:
+    contexts = {c["name"]: c["context"] for c in document.get("contexts") or []}
+    clusters = {c["name"]: c["cluster"] for c in document.get("clusters") or []}
+    current = contexts.get(document.get("current-context"), {})
+    cluster: dict[str, Any] = clusters.get(current.get("cluster"), {})
+    return cluster
+
+
+def kubeconfig_server_host(kubeconfig: str) -> str:
+    """The host part of the current context's API server URL."""
+    server = _current_cluster(yaml.safe_load(kubeconfig)).get("server")
+    if not server:
+        raise ValueError("the kubeconfig has no server for its current context")
+    host = urlsplit(str(server)).hostname
+    if not host:
+        raise ValueError(f"the kubeconfig's server {server!r} has no host")
+    return host
+
+
+def with_server(kubeconfig: str, server: str) -> str:
+    """The kubeconfig with every cluster's server set to `server`, as vCluster's exportKubeConfig.server does.
+
+    vCluster writes its kubeconfig Secret once per start, after it is Ready; until a
+    restarted control plane has rewritten it, the Secret can name the old endpoint. The
+    credentials in it stay valid (they live on the control plane's volume), so the
+    endpoint the platform knows is put in directly (loft-sh/vcluster pkg/setup/controllers.go
+    CreateVClusterKubeConfigForExport @v0.35.1).
+    """
+    document = yaml.safe_load(kubeconfig)
+    clusters = document.get("clusters") or []
+    if not clusters:
+        raise ValueError("the kubeconfig names no cluster")
+    for entry in clusters:
+        entry["cluster"]["server"] = server
+    return yaml.safe_dump(document, sort_keys=False)

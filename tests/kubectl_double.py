@@ -1,0 +1,162 @@
+"""A stand-in for the kubectl a gate pod runs, and for the kubelet that runs the pod.
+
+The double accepts only the command forms the gates use, with kubectl's own
+semantics as read in kubernetes/kubectl @v0.36.0 (see config/upstream.py):
+`wait --for=create` waits for a named object or for a selector to match;
+`wait --for=condition` and `--for=jsonpath` fail at once when a selector
+matches nothing; `rollout status` fails on a missing DaemonSet and waits for
+every desired pod to be available; a server-side dry run is refused until the
+webhook serves. A wait that would time out fails, and the kubelet double
+restarts the step until the Job's backoffLimit is used up.
+"""
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from config.upstream import IMAGE_PROGRAMS
+
+
+class KubectlError(Exception):
+    """kubectl exited 1."""
+
+
+@dataclass
+class Cluster:
+    objects: set[str] = field(default_factory=set)
+    """`kind/name` of cluster-scoped objects and `kind/namespace/name` of namespaced ones."""
+    ready: set[str] = field(default_factory=set)
+    """Objects whose Ready condition is True."""
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Node name -> {"labels": {...}, "allocatable": {...}}."""
+    daemonsets: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """`namespace/name` -> (desiredNumberScheduled, numberAvailable)."""
+    webhook_refusals: int = 0
+    """Server-side dry runs the webhook refuses before it serves."""
+    calls: list[list[str]] = field(default_factory=list)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubectl", exit_on_error=False, add_help=False)
+    parser.add_argument("verb")
+    parser.add_argument("targets", nargs="*")
+    parser.add_argument("--for", dest="condition")
+    parser.add_argument("--timeout")
+    parser.add_argument("--selector", "-l")
+    parser.add_argument("--namespace", "-n")
+    parser.add_argument("--dry-run", dest="dry_run")
+    parser.add_argument("-f", dest="file")
+    parser.add_argument("-o", dest="output")
+    return parser
+
+
+def _matching_nodes(cluster: Cluster, selector: str) -> list[str]:
+    key, _, value = selector.partition("=")
+    return [name for name, node in cluster.nodes.items() if node["labels"].get(key) == value]
+
+
+def _jsonpath_key(expression: str) -> str:
+    """`{.status.allocatable.nvidia\\.com/gpu}` -> `nvidia.com/gpu` (the only form the gates use)."""
+    prefix = "{.status.allocatable."
+    if not (expression.startswith(prefix) and expression.endswith("}")):
+        raise ValueError(f"unsupported jsonpath {expression!r}")
+    return expression[len(prefix) : -1].replace("\\.", ".")
+
+
+def kubectl(cluster: Cluster, args: list[str], files: Mapping[str, str]) -> None:
+    """Run one kubectl command against the cluster; raise KubectlError where kubectl exits 1."""
+    cluster.calls.append(args)
+    parsed, unknown = _parser().parse_known_intermixed_args(args)
+    if unknown:
+        raise ValueError(f"the double does not know the arguments {unknown}")
+    if parsed.timeout is not None and not parsed.timeout.endswith("s"):
+        raise ValueError(f"unsupported timeout {parsed.timeout}")
+    namespace = parsed.namespace
+    if parsed.verb == "wait":
+        _wait(cluster, parsed.condition, parsed.targets, parsed.selector, namespace)
+    elif parsed.verb == "rollout" and parsed.targets[0] == "status":
+        for target in parsed.targets[1:]:
+            kind, _, name = target.partition("/")
+            if kind != "daemonset" or _object_key(target, namespace) not in cluster.objects:
+                raise KubectlError(f"{target} not found")
+            desired, available = cluster.daemonsets[f"{namespace}/{name}"]
+            if available < desired:
+                raise KubectlError("timed out waiting for the condition")
+    elif parsed.verb == "create" and parsed.dry_run == "server":
+        path = PurePosixPath(parsed.file)
+        if str(path.parent) != "/gate" or path.name not in files:
+            raise KubectlError(f"the path {path} does not exist")
+        if cluster.webhook_refusals > 0:
+            cluster.webhook_refusals -= 1
+            raise KubectlError('failed calling webhook "queue-validation.kai.scheduler": connection refused')
+    else:
+        raise ValueError(f"the double does not know `kubectl {' '.join(args)}`")
+
+
+NAMESPACED = {"secret", "daemonset"}
+
+
+def _object_key(target: str, namespace: str | None) -> str:
+    kind, _, name = target.partition("/")
+    if kind in NAMESPACED:
+        if namespace is None:
+            raise ValueError(f"{target}: the gates name the namespace of what they wait for")
+        return f"{kind}/{namespace}/{name}"
+    return target
+
+
+def _wait(cluster: Cluster, condition: str, targets: list[str], selector: str | None, namespace: str | None) -> None:
+    if selector is not None:
+        if targets != ["nodes"]:
+            raise ValueError("the gates select nodes only")
+        matches = _matching_nodes(cluster, selector)
+        if condition == "create":
+            if not matches:
+                raise KubectlError("timed out waiting for the condition")
+            return
+        if not matches:
+            raise KubectlError("no matching resources found")
+        key = _jsonpath_key(condition.removeprefix("jsonpath="))
+        if not all(key in cluster.nodes[name]["allocatable"] for name in matches):
+            raise KubectlError("timed out waiting for the condition")
+        return
+    keys = [_object_key(target, namespace) for target in targets]
+    if condition == "create":
+        if not all(key in cluster.objects for key in keys):
+            raise KubectlError("timed out waiting for the condition")
+        return
+    if condition.startswith("condition="):
+        for key in keys:
+            if key not in cluster.objects:
+                raise KubectlError(f"{key} not found")
+            if condition != "condition=Ready" or key not in cluster.ready:
+                raise KubectlError("timed out waiting for the condition")
+        return
+    raise ValueError(f"unsupported --for={condition}")
+
+
+@dataclass
+class Outcome:
+    passed: bool
+    restarts: int
+
+
+def run_job(job_spec: Mapping[str, Any], cluster: Cluster, files: Mapping[str, str]) -> Outcome:
+    """The kubelet and Job controller: containers in order, each restarted on failure until backoffLimit."""
+    pod = job_spec["template"]["spec"]
+    assert pod["restartPolicy"] == "OnFailure", "steps are retried by restarting them"
+    restarts = 0
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+        programs = IMAGE_PROGRAMS[container["image"].rsplit(":", 1)[0]]
+        assert container["command"][0] in programs, container
+        while True:
+            try:
+                kubectl(cluster, list(container["args"]), files)
+                break
+            except KubectlError:
+                restarts += 1
+                if restarts >= job_spec["backoffLimit"]:
+                    return Outcome(passed=False, restarts=restarts)
+    return Outcome(passed=True, restarts=restarts)

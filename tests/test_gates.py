@@ -1,0 +1,225 @@
+"""Readiness gates, run against a kubectl and kubelet double: what they prove, and that they run at all.
+
+Each gate is taken from what the real program registers (Job spec and files), so
+the test exercises exactly the pod a cluster would run.
+"""
+
+from typing import Any
+
+import pytest
+import yaml
+
+from config.upstream import GPU_OPERATOR_DAEMONSETS, IMAGE_PROGRAMS, KUBECTL_IMAGE
+from tests.conftest import FAKE_KUBECONFIG, dev_settings, queue_schema_errors
+from tests.harness import ProgramRun, Registration, run_main
+from tests.kubectl_double import Cluster, Outcome, run_job
+
+JOB = "kubernetes:batch/v1:Job"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
+OPERATOR_NAMESPACE = "gpu-operator-resources"
+POD_KINDS = ("batch/v1:Job", "core/v1:Pod", "apps/v1:Deployment", "apps/v1:DaemonSet", "apps/v1:StatefulSet")
+
+
+def _run(**changes: Any) -> ProgramRun:
+    config = dev_settings()
+    config.update(changes)
+    return run_main(config)
+
+
+@pytest.fixture(scope="module")
+def dev_run() -> ProgramRun:
+    return _run()
+
+
+def _gate(run: ProgramRun, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    job = run.one(JOB, name)
+    files = [r for r in run.of_type(CONFIG_MAP) if r.name == name]
+    return job.inputs["spec"], (files[0].inputs["data"] if files else {})
+
+
+def _run_gate(run: ProgramRun, name: str, cluster: Cluster) -> Outcome:
+    spec, files = _gate(run, name)
+    return run_job(spec, cluster, files)
+
+
+# --- KAI ------------------------------------------------------------------------------------------
+
+KAI_CONFIG = "configs.kai.scheduler/kai-config"
+
+
+@pytest.mark.parametrize("refusals", [0, 3])
+def test_kai_gate_waits_for_the_operator_then_retries_until_the_webhook_admits(
+    dev_run: ProgramRun, refusals: int
+) -> None:
+    cluster = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=refusals)
+    outcome = _run_gate(dev_run, "kai-gate", cluster)
+    assert outcome.passed
+    assert outcome.restarts == refusals
+    verbs = [call[:2] for call in cluster.calls]
+    assert verbs[:2] == [["wait", "--for=create"], ["wait", "--for=condition=Ready"]]
+    assert verbs[2:] == [["create", "--dry-run=server"]] * (refusals + 1)
+
+
+def test_kai_gate_never_probes_when_kai_never_reports_ready(dev_run: ProgramRun) -> None:
+    cluster = Cluster(objects={KAI_CONFIG})
+    assert not _run_gate(dev_run, "kai-gate", cluster).passed
+    assert not any("--dry-run=server" in call for call in cluster.calls)
+
+
+def test_kai_gate_gives_up_when_the_webhook_never_answers(dev_run: ProgramRun) -> None:
+    cluster = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=10**6)
+    outcome = _run_gate(dev_run, "kai-gate", cluster)
+    assert not outcome.passed
+    assert outcome.restarts == dev_run.one(JOB, "kai-gate").inputs["spec"]["backoffLimit"]
+
+
+def test_kai_gate_probe_is_a_valid_root_queue(dev_run: ProgramRun) -> None:
+    """An invalid probe would be refused by the API server forever, and the gate would never open."""
+    (probe_text,) = _gate(dev_run, "kai-gate")[1].values()
+    probe = yaml.safe_load(probe_text)
+    assert queue_schema_errors(probe) == []
+    assert "parentQueue" not in probe["spec"], "a root probe needs no other queue to exist"
+
+
+def _vouches_for(run: ProgramRun, name: str) -> str:
+    annotations: dict[str, str] = run.one(JOB, name).inputs["spec"]["template"]["metadata"]["annotations"]
+    return annotations["gpu-tenancy/vouches-for"]
+
+
+def test_the_kai_gate_runs_again_exactly_when_the_release_changes(dev_run: ProgramRun) -> None:
+    """The Job template is immutable: a new fingerprint replaces the Job, and the gate runs again."""
+    base = _vouches_for(dev_run, "kai-gate")
+    versions = {**dev_settings()["versions"], "kaiScheduler": "v0.16.5"}
+    assert _vouches_for(_run(versions=versions), "kai-gate") != base
+    assert _vouches_for(_run(kaiScheduler={"values": {"scheduler": {"replicas": 2}}}), "kai-gate") != base
+    assert _vouches_for(_run(kaiScheduler={"readyTimeoutSeconds": 901}), "kai-gate") == base
+    upgraded = _run(versions=versions)
+    assert {q.name: q.inputs for q in upgraded.of_type(QUEUE)} == {q.name: q.inputs for q in dev_run.of_type(QUEUE)}
+
+
+# --- GPU ------------------------------------------------------------------------------------------
+
+
+def _gpu_cluster(*nodes: str, allocatable: bool = True, available: int | None = None) -> Cluster:
+    """GPU nodes as the operator leaves them: labelled, advertising GPUs, its DaemonSets on each."""
+    count = len(nodes)
+    return Cluster(
+        objects={f"daemonset/{OPERATOR_NAMESPACE}/{name}" for name in GPU_OPERATOR_DAEMONSETS},
+        nodes={
+            node: {
+                "labels": {"nvidia.com/gpu.present": "true"},
+                "allocatable": {"nvidia.com/gpu": "1"} if allocatable or index else {},
+            }
+            for index, node in enumerate(nodes)
+        },
+        daemonsets={
+            f"{OPERATOR_NAMESPACE}/{name}": (count, count if available is None else available)
+            for name in GPU_OPERATOR_DAEMONSETS
+        },
+    )
+
+
+def test_the_gpu_gate_asks_for_no_gpu_so_it_passes_when_every_gpu_is_taken(dev_run: ProgramRun) -> None:
+    pod = dev_run.one(JOB, "host-gpu-gate").inputs["spec"]["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        resources = container.get("resources", {})
+        asked = {**resources.get("requests", {}), **resources.get("limits", {})}
+        assert not [r for r in asked if r.startswith("nvidia.com/")], container["name"]
+    assert "nodeSelector" not in pod, "the gate may run on any node"
+    assert "affinity" not in pod, "the gate may run on any node"
+    assert _run_gate(dev_run, "host-gpu-gate", _gpu_cluster("gpu-node-1")).passed
+
+
+@pytest.mark.parametrize(
+    ("cluster", "passes"),
+    [
+        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2"), True, id="every-node-ready"),
+        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", allocatable=False), False, id="a-node-without-gpus"),
+        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", available=1), False, id="operands-missing-on-a-node"),
+        pytest.param(_gpu_cluster(), False, id="no-gpu-node"),
+    ],
+)
+def test_the_gpu_gate_proves_every_gpu_node(dev_run: ProgramRun, cluster: Cluster, passes: bool) -> None:
+    assert _run_gate(dev_run, "host-gpu-gate", cluster).passed == passes
+
+
+def test_without_an_operator_of_ours_the_gpu_gate_checks_the_nodes_alone() -> None:
+    versions = {k: v for k, v in dev_settings()["versions"].items() if k != "gpuOperator"}
+    run = _run(gpuOperator={"mode": "skip"}, versions=versions)
+    cluster = _gpu_cluster("gpu-node-1")
+    cluster.objects.clear()
+    assert _run_gate(run, "host-gpu-gate", cluster).passed
+    assert all(call[0] == "wait" and "nodes" in call for call in cluster.calls)
+
+
+# --- tenants --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("written", "passes"), [(True, True), (False, False)])
+def test_the_kubeconfig_gate_waits_for_the_secret_the_control_plane_writes(
+    dev_run: ProgramRun, written: bool, passes: bool
+) -> None:
+    cluster = Cluster(objects={"secret/vcluster-team-nlp/vc-team-nlp"} if written else set())
+    assert _run_gate(dev_run, "team-nlp-ready", cluster).passed == passes
+
+
+# --- every container ------------------------------------------------------------------------------
+
+
+def _containers(registration: Registration) -> list[dict[str, Any]]:
+    spec = registration.inputs.get("spec") or {}
+    pod = spec.get("template", {}).get("spec", spec)
+    return [*pod.get("initContainers", []), *pod.get("containers", []), *pod.get("ephemeralContainers", [])]
+
+
+def unshipped_programs(container: dict[str, Any]) -> list[str]:
+    """What a container would run that its image does not ship; images not in IMAGE_PROGRAMS are unknown."""
+    image = container["image"].split("@")[0].rsplit(":", 1)[0]
+    programs = IMAGE_PROGRAMS.get(image)
+    if programs is None:
+        return [f"{image} (an image whose contents config/upstream.py does not record)"]
+    command = container.get("command") or []
+    if not command:
+        return ["the image's entrypoint, which is not recorded either"]
+    return [] if command[0] in programs else [command[0]]
+
+
+@pytest.fixture(scope="module")
+def every_mode() -> list[ProgramRun]:
+    config = dev_settings()
+    config["tenants"][0]["addons"] = [
+        {"name": "x", "manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}]}
+    ]
+    ssh = {**config, "host": {"mode": "ssh", "address": "203.0.113.20"}}
+    existing = {**config, "host": {"mode": "kubeconfig", "address": "203.0.113.30"}}
+    return [
+        run_main(config),
+        run_main(ssh, {"sshPrivateKey": "key"}),
+        run_main(existing, {"kubeconfig": FAKE_KUBECONFIG}),
+    ]
+
+
+def test_every_container_runs_only_what_its_image_ships(every_mode: list[ProgramRun]) -> None:
+    checked = 0
+    for run in every_mode:
+        for registration in run.registrations:
+            if registration.type.removeprefix("kubernetes:").startswith(POD_KINDS):
+                for container in _containers(registration):
+                    checked += 1
+                    assert not unshipped_programs(container), (registration.name, container)
+    assert checked >= 10, "the walk must see the gates' containers"
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        {"image": f"{KUBECTL_IMAGE}:v1.36.0", "command": ["/bin/bash", "/gate/ready.sh"]},
+        {"image": f"{KUBECTL_IMAGE}:v1.36.0", "command": ["sh", "-c", "kubectl get nodes"]},
+        {"image": f"{KUBECTL_IMAGE}:v1.36.0"},
+        {"image": "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04", "command": ["nvidia-smi"]},
+    ],
+    ids=["bash-script", "sh-c", "entrypoint-unstated", "unrecorded-image"],
+)
+def test_a_program_the_image_does_not_ship_is_caught(container: dict[str, Any]) -> None:
+    assert unshipped_programs(container)
