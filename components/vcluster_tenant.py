@@ -135,7 +135,9 @@ class VClusterTenant(pulumi.ComponentResource):
             # Stable from config alone: the kubeconfig is unknown in a preview of a new tenant or an endpoint
             # change, and without an identity every add-on would be planned as a replacement.
             cluster_identifier=f"{args.host_cluster_identifier}/vcluster/{tenant.name}",
-            opts=pulumi.ResourceOptions(parent=self),
+            # A read records no dependency on what its id came from, so the chain to the control plane is
+            # stated here: destroy then deletes every add-on while its API server still serves.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gate.job]),
         )
         for addon in tenant.addons:
             self._addon(name, addon)

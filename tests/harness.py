@@ -7,6 +7,7 @@ plain `Mocks.new_resource` hook never sees.
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import runpy
@@ -332,9 +333,25 @@ def _main() -> None:
 
 
 def run_main(
-    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None, stack: str = "dev", *, preview: bool = False
+    config: Mapping[str, Any],
+    secrets: Mapping[str, str] | None = None,
+    stack: str = "dev",
+    *,
+    preview: bool = False,
+    shared: bool = True,
 ) -> ProgramRun:
-    """Run `__main__.py` exactly as `pulumi up` (or, with `preview`, a fresh stack's `pulumi preview`) would."""
+    """Run `__main__.py` exactly as `pulumi up` (or, with `preview`, a fresh stack's `pulumi preview`) would.
+
+    The program is deterministic (a test runs it twice with `shared=False` to check), so a run is
+    shared by every test that asks for the same inputs; tests treat it as read-only.
+    """
+    key = json.dumps([config, secrets or {}, stack, preview], sort_keys=True)
+    return _cached_run(key) if shared else _cached_run.__wrapped__(key)
+
+
+@functools.cache
+def _cached_run(key: str) -> ProgramRun:
+    config, secrets, stack, preview = json.loads(key)
     return run_pulumi(_main, config=config, secrets=secrets, stack=stack, preview=preview)
 
 

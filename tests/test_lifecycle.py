@@ -1,0 +1,292 @@
+"""The stack's whole life under mocks: a fresh preview, a second `up`, each setting changed, teams added and
+removed, and what `destroy` deletes in which order."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.conftest import FAKE_KUBECONFIG, dev_settings
+from tests.harness import ProgramRun, Registration, is_unknown, run_main
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+PROVIDER = "pulumi:providers:kubernetes"
+TEAMS = ("team-nlp", "team-vision", "team-recommender")
+
+Config = dict[str, Any]
+
+
+def _with_addon(config: Config) -> Config:
+    config["tenants"][0]["addons"] = [
+        {"name": "kuberay", "chart": {"repo": "https://example.com/charts", "chart": "kuberay", "version": "1.4.2"}}
+    ]
+    return config
+
+
+MODES: dict[str, tuple[Callable[[Config], Config], dict[str, str]]] = {
+    "brev": (lambda c: c, {}),
+    "ssh": (lambda c: {**c, "host": {"mode": "ssh", "address": "203.0.113.20"}}, {"sshPrivateKey": "key"}),
+    "kubeconfig": (
+        lambda c: {**c, "host": {"mode": "kubeconfig", "address": "203.0.113.30"}},
+        {"kubeconfig": FAKE_KUBECONFIG},
+    ),
+}
+
+
+def _run(
+    mode: str = "brev", change: Callable[[Config], Any] | None = None, *, preview: bool = False, shared: bool = True
+) -> ProgramRun:
+    shape, secrets = MODES[mode]
+    config = shape(_with_addon(dev_settings()))
+    if change:
+        change(config)
+    return run_main(config, secrets, preview=preview, shared=shared)
+
+
+@pytest.fixture(scope="module")
+def base() -> ProgramRun:
+    return _run()
+
+
+# --- a preview of a fresh stack ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def fresh_preview(request: pytest.FixtureRequest) -> tuple[str, ProgramRun]:
+    return request.param, _run(request.param, preview=True)
+
+
+def test_a_fresh_preview_registers_the_whole_stack(fresh_preview: tuple[str, ProgramRun]) -> None:
+    mode, preview = fresh_preview
+    up = _run(mode)
+    assert {(r.type, r.name) for r in preview.registrations} == {(r.type, r.name) for r in up.registrations}
+
+
+def test_a_fresh_preview_reads_nothing_that_does_not_exist_yet(fresh_preview: tuple[str, ProgramRun]) -> None:
+    """A read with a known id is performed during preview, and fails against an object no one created yet."""
+    _, preview = fresh_preview
+    reads = [r for r in preview.registrations if r.read]
+    assert reads, "the stack reads the tenants' kubeconfigs"
+    for read in reads:
+        assert read.import_id == "04da6b54-80e4-46f7-96ec-b56ff0331ba9", f"{read.name} reads {read.import_id}"
+
+
+def test_every_provider_keeps_its_identity_when_its_kubeconfig_is_unknown(
+    fresh_preview: tuple[str, ProgramRun],
+) -> None:
+    """Without a known cluster_identifier, an unknown kubeconfig replaces the provider and all it manages."""
+    _, preview = fresh_preview
+    for provider in preview.of_type(PROVIDER):
+        assert isinstance(provider.inputs.get("clusterIdentifier"), str), provider.name
+
+
+def test_a_fresh_preview_knows_what_a_replacement_would_hinge_on(fresh_preview: tuple[str, ProgramRun]) -> None:
+    """Helm releases replace on name and namespace; fixed-name objects replace on their name."""
+    _, preview = fresh_preview
+    for release in preview.of_type(RELEASE):
+        assert not is_unknown(release.inputs["name"]), release.name
+        assert not is_unknown(release.inputs["namespace"]), release.name
+
+
+def test_credentials_are_secret_even_before_they_exist(fresh_preview: tuple[str, ProgramRun]) -> None:
+    _, preview = fresh_preview
+    for key in ("hostKubeconfig", "tenantKubeconfigs"):
+        exported = preview.exports[key]
+        assert exported.secret, key
+
+
+# --- a second `up` and changes ---------------------------------------------------------------------
+
+
+def _state(run: ProgramRun) -> dict[tuple[str, str], Any]:
+    by_urn = {r.urn: r.name for r in run.registrations}
+    return {
+        (r.type, r.name): (
+            r.inputs,
+            sorted(by_urn.get(d, d) for d in r.dependencies),
+            r.provider.split("::")[-1],
+            r.delete_before_replace,
+            r.ignore_changes,
+            r.additional_secret_outputs,
+        )
+        for r in run.registrations
+        # A read follows what it reads; it is not a resource anyone diffs or deletes.
+        if not r.read
+    }
+
+
+def _changed(before: ProgramRun, after: ProgramRun) -> tuple[set[str], set[str], set[str]]:
+    """Names of resources added, removed and changed between two runs."""
+    old, new = _state(before), _state(after)
+    added = {name for (_, name) in new.keys() - old.keys()}
+    removed = {name for (_, name) in old.keys() - new.keys()}
+    changed = {name for (kind, name) in old if (kind, name) in new and old[kind, name] != new[kind, name]}
+    return added, removed, changed
+
+
+def test_a_second_up_with_no_change_changes_nothing(base: ProgramRun) -> None:
+    second = _run(shared=False)
+    assert second is not base
+    assert _changed(base, second) == (set(), set(), set())
+
+
+def _set(path: str, value: Any) -> Callable[[Config], None]:
+    def change(config: Config) -> None:
+        *parents, last = path.split(".")
+        node: Any = config
+        for key in parents:
+            node = node[int(key)] if key.isdigit() else node.setdefault(key, {})
+        node[last] = value
+
+    return change
+
+
+GATES = {"host-gpu-gate", "kai-gate", *(f"{team}-ready" for team in TEAMS)}
+BOOTSTRAP_AFTER_CHANNEL = {"host-preflight", "host-microk8s", "host-addons", "host-kubeconfig"}
+
+CHANGES = [
+    ("versions.kaiScheduler", "v0.16.5", {"kai-release", "kai-gate"}),
+    ("versions.vcluster", "0.35.2", {f"{team}-vcluster" for team in TEAMS}),
+    ("versions.gpuOperator", "v26.3.4", {"host-gpu-operator-check", "host-gpu-operator", "host-gpu-gate"}),
+    ("versions.microk8s", "1.37/stable", {*BOOTSTRAP_AFTER_CHANNEL, "host-gpu-operator-check", "host-gpu-gate"}),
+    ("versions.kubectl", "v1.36.1", GATES),
+    ("queues.1.resources.gpu.limit", 0.5, {"queues-team-nlp"}),
+    ("queues.2.priority", 50, {"queues-team-vision"}),
+    ("kaiScheduler.readyTimeoutSeconds", 1200, {"kai-gate"}),
+    ("kaiScheduler.values", {"scheduler": {"replicas": 2}}, {"kai-release", "kai-gate"}),
+    ("gpuOperator.values", {"dcgmExporter": {"enabled": False}}, {"host-gpu-operator", "host-gpu-gate"}),
+    ("gpuGate.timeoutSeconds", 1200, {"host-gpu-gate"}),
+    ("vcluster.readyTimeoutSeconds", 1200, {f"{team}-ready" for team in TEAMS}),
+    ("vcluster.persistenceSize", "10Gi", {f"{team}-vcluster" for team in TEAMS}),
+    ("host.deleteOnDestroy", True, {"host-brev-instance"}),
+    ("host.expect.minGpuMemoryMiB", 40000, {"host-preflight"}),
+    (
+        "tenants.1.values",
+        {"controlPlane": {"statefulSet": {"resources": {"limits": {"memory": "4Gi"}}}}},
+        {"team-vision-vcluster"},
+    ),
+    ("tenants.2.nodePort", 30123, {"team-recommender-vcluster"}),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "expected"), CHANGES, ids=[c[0] for c in CHANGES])
+def test_each_setting_changes_only_what_it_governs(base: ProgramRun, path: str, value: Any, expected: set[str]) -> None:
+    added, removed, changed = _changed(base, _run(change=_set(path, value)))
+    assert (added, removed) == (set(), set())
+    assert changed == expected
+
+
+def test_validate_only_admission_removes_just_the_mutating_policies(base: ProgramRun) -> None:
+    added, removed, changed = _changed(base, _run(change=_set("vcluster.admission", "validate")))
+    assert added == set()
+    assert removed == {f"{team}-pin-queue" for team in TEAMS}
+    assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for the mutation"
+
+
+# --- teams come and go -----------------------------------------------------------------------------
+
+
+def _add_team(config: Config) -> None:
+    for queue in config["queues"][1:]:
+        queue["resources"]["gpu"]["quota"] = 0.25
+    config["queues"].append(
+        {"name": "team-speech", "parentQueue": "ml-org", "resources": {"gpu": {"quota": 0.25, "limit": 1}}}
+    )
+    config["tenants"].append({"name": "team-speech", "queue": "team-speech"})
+
+
+def _team_resources(run: ProgramRun, team: str) -> set[str]:
+    return {
+        r.name
+        for r in run.registrations
+        if not r.read and (r.name.startswith(f"{team}-") or r.name == f"queues-{team}")
+    }
+
+
+def test_adding_a_team_only_adds_its_own_resources(base: ProgramRun) -> None:
+    bigger = _run(change=_add_team)
+    added, removed, changed = _changed(base, bigger)
+    assert added == _team_resources(bigger, "team-speech") | {"team-speech"}
+    assert removed == set()
+    assert changed == {f"queues-{team}" for team in TEAMS}, "only the quotas that made room for it"
+
+
+def test_removing_a_team_only_removes_its_own_resources(base: ProgramRun) -> None:
+    bigger = _run(change=_add_team)
+    added, removed, changed = _changed(bigger, base)
+    assert removed == _team_resources(bigger, "team-speech") | {"team-speech"}
+    assert added == set()
+    assert changed == {f"queues-{team}" for team in TEAMS}
+
+
+# --- destroy ---------------------------------------------------------------------------------------
+
+
+def _key(registration: Registration) -> str:
+    """`Kind/name`, e.g. `Release/kai-release`: names alone repeat across kinds."""
+    return f"{registration.type.rsplit(':', 1)[-1]}/{registration.name}"
+
+
+def _needs(run: ProgramRun) -> dict[str, set[str]]:
+    """What each resource needs, transitively; Pulumi deletes a resource before anything it needs.
+
+    Needs are its dependencies (explicit and through inputs) and its provider.
+    """
+    by_urn = {r.urn: r for r in run.registrations}
+    direct: dict[str, set[str]] = {}
+    for registration in run.registrations:
+        needs = {_key(by_urn[d]) for d in registration.dependencies if d in by_urn}
+        provider_urn = registration.provider.rsplit("::", 1)[0]
+        if provider_urn in by_urn:
+            needs.add(_key(by_urn[provider_urn]))
+        direct[_key(registration)] = needs
+    closure: dict[str, set[str]] = {}
+
+    def visit(key: str) -> set[str]:
+        if key not in closure:
+            closure[key] = set()
+            for need in direct.get(key, set()):
+                closure[key] |= {need, *visit(need)}
+        return closure[key]
+
+    for key in direct:
+        visit(key)
+    return closure
+
+
+TENANT_RELEASES = [f"Release/{team}-vcluster" for team in TEAMS]
+
+DESTROY_ORDER = [
+    # A team's add-ons go through its own API server: they go before the vCluster that serves it.
+    (["Release/team-nlp-addon-kuberay"], "Release/team-nlp-vcluster"),
+    # Teams' pods stay pinned to their queue by the policies until their vCluster is gone.
+    (["Release/team-nlp-vcluster"], "ValidatingAdmissionPolicyBinding/team-nlp-validate-queue"),
+    (["Release/team-nlp-vcluster"], "MutatingAdmissionPolicyBinding/team-nlp-pin-queue"),
+    ([*TENANT_RELEASES, *(f"Queue/queues-{team}" for team in TEAMS)], "Queue/queues-ml-org"),
+    # Queues go while KAI's webhooks still serve them; KAI goes while the GPU stack is still there.
+    (["Queue/queues-ml-org"], "Job/kai-gate"),
+    (["Job/kai-gate"], "Release/kai-release"),
+    (["Namespace/kai-namespace"], "Job/host-gpu-gate"),
+    (["Job/host-gpu-gate"], "Release/host-gpu-operator"),
+    # Everything in the cluster goes before MicroK8s itself, and the machine goes last.
+    (["Release/kai-release", "Release/host-gpu-operator", *TENANT_RELEASES], "Command/host-microk8s"),
+    (["Command/host-microk8s", "Command/host-kubeconfig"], "Command/host-brev-instance"),
+]
+
+
+@pytest.mark.parametrize(("first", "then"), DESTROY_ORDER, ids=[f"{f[0]}-before-{t}" for f, t in DESTROY_ORDER])
+def test_destroy_deletes_in_order(base: ProgramRun, first: list[str], then: str) -> None:
+    needs = _needs(base)
+    assert then in needs, f"no resource {then}"
+    assert [key for key in first if then not in needs[key]] == [], f"must be deleted before {then}"
+
+
+def test_every_release_in_a_namespace_of_ours_is_uninstalled_before_that_namespace_goes(base: ProgramRun) -> None:
+    """Otherwise the namespace's deletion races the uninstall (e.g. KAI's post-delete cleanup Job)."""
+    needs = _needs(base)
+    ours = {r.inputs["metadata"]["name"]: _key(r) for r in base.of_type(NAMESPACE)}
+    releases = [r for r in base.of_type(RELEASE) if r.inputs["namespace"] in ours]
+    assert len(releases) == 2 + len(TEAMS), [r.name for r in releases]
+    for release in releases:
+        assert ours[release.inputs["namespace"]] in needs[_key(release)], release.name
