@@ -22,7 +22,9 @@ _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$"
 )
 _IPV4 = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$")
-_MICROK8S_CHANNEL = re.compile(r"^\d+\.\d+(-strict)?/(stable|candidate|beta|edge)$")
+_MICROK8S_CHANNEL = re.compile(r"^\d+\.\d+/(stable|candidate|beta|edge)$")
+# Classic confinement only: the scripts add the user to the group microk8s, which the strict snap names
+# snap_microk8s (canonical/microk8s microk8s-resources/actions/common/utils.sh get_microk8s_group @v1.36).
 
 
 def _address(value: str) -> str:
@@ -43,8 +45,8 @@ def _microk8s_channel(value: str) -> str:
     if not _MICROK8S_CHANNEL.match(value):
         raise PydanticCustomError(
             "microk8s_channel",
-            "is not a MicroK8s snap channel pinned to a Kubernetes minor: use e.g. 1.36/stable "
-            "('latest/...' would move the control plane under running teams)",
+            "is not a classic MicroK8s snap channel pinned to a Kubernetes minor: use e.g. 1.36/stable "
+            "('latest/...' would move the control plane under running teams; '-strict' channels are not supported)",
             {},
         )
     return value

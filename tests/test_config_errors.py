@@ -204,6 +204,7 @@ BAD_CONFIGS = [
         "'mutate' or 'validate'",
     ),
     ("latest-microk8s", _versions(microk8s="latest/stable"), "gpu-tenancy:versions.microk8s", "1.36/stable"),
+    ("strict-microk8s", _versions(microk8s="1.36-strict/stable"), "gpu-tenancy:versions.microk8s", "-strict"),
     ("missing-microk8s", lambda c: c["versions"].pop("microk8s"), "gpu-tenancy:versions.microk8s", "host.mode is brev"),
     (
         "missing-operator-version",

@@ -109,6 +109,16 @@ def test_a_missing_address_is_added_to_the_certificate_once(host: FakeHost, addr
     assert f"server: https://{address}:16443" in result.stdout
 
 
+def test_an_address_that_only_prefixes_one_in_the_certificate_is_added(host: FakeHost) -> None:
+    """10.0.0.1 is not in a certificate that names 10.0.0.12: clients of 10.0.0.1 would fail TLS."""
+    template = _certs(host)
+    host.state["FAKE_EXTRA_SAN"] = "IP Address:10.0.0.12"
+    result = host.run("kubeconfig.sh", {"ADDRESS": "10.0.0.1", "API_PORT": "16443"})
+    assert result.returncode == 0, result.stderr
+    assert "IP.3 = 10.0.0.1" in template.read_text().splitlines()
+    assert "microk8s refresh-certs --cert server.crt" in host.calls()
+
+
 def test_an_address_already_in_the_certificate_changes_nothing(host: FakeHost) -> None:
     template = _certs(host)
     before = template.read_text()
@@ -142,6 +152,7 @@ def test_preflight_reports_the_gpu_it_found(host: FakeHost) -> None:
         pytest.param(L40S, {"MIN_GPU_MEMORY_MIB": "80000"}, "less than host.expect.minGpuMemoryMiB", id="too-small"),
         pytest.param(f"{L40S}\\nNVIDIA A10G, 23028, 580.95.05", {}, "asks for 'L40S'", id="one-of-two-wrong"),
         pytest.param("", {}, "cannot talk to the driver", id="driver-broken"),
+        pytest.param("NVIDIA L40S, [N/A], 580.95.05", {}, "no memory size", id="memory-unknown"),
     ],
 )
 def test_preflight_refuses_a_host_that_does_not_match(

@@ -290,3 +290,26 @@ def test_every_release_in_a_namespace_of_ours_is_uninstalled_before_that_namespa
     assert len(releases) == 2 + len(TEAMS), [r.name for r in releases]
     for release in releases:
         assert ours[release.inputs["namespace"]] in needs[_key(release)], release.name
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "release"),
+    [
+        ("kaiScheduler.namespace", "kai", "kai-release"),
+        ("gpuOperator.namespace", "gpu-operator", "host-gpu-operator"),
+        ("gpuOperator.releaseName", "nvidia-gpu-operator", "host-gpu-operator"),
+    ],
+)
+def test_a_moved_release_is_uninstalled_before_it_is_installed_again(
+    base: ProgramRun, path: str, value: str, release: str
+) -> None:
+    """A new name or namespace replaces a release; the old one still owns the chart's cluster-scoped objects."""
+    moved = _run(change=_set(path, value)).one(RELEASE, release)
+    before = base.one(RELEASE, release)
+    assert (moved.inputs["name"], moved.inputs["namespace"]) != (before.inputs["name"], before.inputs["namespace"])
+    assert moved.delete_before_replace
+
+
+def test_every_helm_release_is_deleted_before_it_is_replaced(base: ProgramRun) -> None:
+    for release in base.of_type(RELEASE):
+        assert release.delete_before_replace, release.name

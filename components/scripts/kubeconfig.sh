@@ -4,8 +4,11 @@
 # A cloud VM's public address is often on no interface, so MicroK8s never put it
 # in the API server certificate. When it is missing, it is added to
 # csr.conf.template (which MicroK8s signs its server certificate from) and the
-# server certificate alone is re-issued; the CA, and so every existing
-# kubeconfig, stays valid.
+# server certificate is re-issued with the existing CA, so every existing
+# kubeconfig stays valid. MicroK8s' apiservice-kicker notices a changed template
+# within seconds and may re-issue the certificates itself first, restarting the
+# host's containers once (canonical/microk8s microk8s-resources/wrappers/apiservice-kicker,
+# scripts/wrappers/refresh_certs.py @v1.36).
 #
 # Inputs (environment): ADDRESS (IPv4 or DNS name), API_PORT.
 set -euo pipefail
@@ -22,8 +25,9 @@ else
   kind=DNS; wanted="DNS:${ADDRESS}"
 fi
 
-sans=$(sudo -n openssl x509 -in "${certs}/server.crt" -noout -ext subjectAltName)
-if grep -qF "${wanted}" <<<"${sans}"; then
+# One SAN per line, compared whole: 10.0.0.1 must not pass for 10.0.0.12.
+sans=$(sudo -n openssl x509 -in "${certs}/server.crt" -noout -ext subjectAltName | tail -n +2 | tr ',' '\n' | sed 's/^ *//')
+if grep -qxF "${wanted}" <<<"${sans}"; then
   log "${ADDRESS} is already in the API server certificate"
 else
   if ! sudo -n grep -qE "^${kind}\.[0-9]+ = ${ADDRESS//./\\.}\$" "${certs}/csr.conf.template"; then

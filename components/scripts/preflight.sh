@@ -34,6 +34,7 @@ while IFS=, read -r name memory driver; do
   if [[ -n "${EXPECT_GPU}" && "${name,,}" != *"${EXPECT_GPU,,}"* ]]; then
     fail "found GPU '${name}', but host.expect asks for '${EXPECT_GPU}'"
   fi
+  [[ "${memory}" =~ ^[0-9]+$ ]] || fail "nvidia-smi reports no memory size for GPU '${name}' (${memory})"
   if [[ -n "${MIN_GPU_MEMORY_MIB}" ]] && (( memory < MIN_GPU_MEMORY_MIB )); then
     fail "GPU '${name}' has ${memory} MiB, less than host.expect.minGpuMemoryMiB (${MIN_GPU_MEMORY_MIB})"
   fi
