@@ -29,12 +29,15 @@ from config.upstream import GPU_OPERATOR_COMPONENT_LABEL
 
 GATE_NAMESPACE = "gpu-tenancy-system"
 MICROK8S_ADDONS = ("dns", "hostpath-storage")
-"""CoreDNS, and the default StorageClass every vCluster's PVC binds to."""
+"""CoreDNS, and the default StorageClass `microk8s-hostpath` (reclaim policy Delete) every vCluster's PVC
+binds to: canonical/microk8s-core-addons addons.yaml, addons/hostpath-storage/enable @f689811 (the add-ons
+MicroK8s 1.36 bundles)."""
 
 OPERATOR_TIMEOUT_SECONDS = 900
 BREV_READY_TIMEOUT_SECONDS = 900
 PRIVILEGED_NAMESPACE = {
-    # The operator's node components are privileged; clusters enforcing Pod Security would refuse them.
+    # The operator's node components are privileged; clusters enforcing Pod Security would refuse them
+    # (Pod Security admission reads this label: kubernetes/pod-security-admission api/constants.go EnforceLevelLabel).
     "pod-security.kubernetes.io/enforce": "privileged",
 }
 

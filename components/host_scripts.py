@@ -2,8 +2,10 @@
 
 The scripts read their inputs from variables, so they also run unchanged under
 tests with a stand-in environment. Rendering assigns those variables in the
-script text itself: an SSH server drops most environment variables
-(`AcceptEnv`), and the rendered text is what Pulumi diffs and stores.
+script text itself: pulumi-command sends a remote command's `environment` with SSH
+setenv, which the server refuses unless its AcceptEnv allows it
+(pulumi/pulumi-command provider/pkg/provider/remote/commandOutputs.go @v1.2.1), and the
+rendered text is what Pulumi diffs and stores.
 """
 
 import shlex

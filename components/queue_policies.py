@@ -13,6 +13,8 @@ from components.labels import MANAGED_BY
 from config.upstream import METADATA_NAME_LABEL, QUEUE_LABEL, SCHEDULER_NAME, SYNCED_POD_LABEL
 
 GPU_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+# KAI's GPU-sharing annotations: kai-scheduler/KAI-Scheduler pkg/common/constants/constants.go
+# (GpuFraction, GpuMemory) @v0.16.4.
 
 SYNCED_WORKLOAD = {
     "name": "synced-workload-pods",

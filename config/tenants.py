@@ -11,7 +11,9 @@ from config.owned_values import OwnedValues, owned_value_issues
 from config.types import ConfigModel, HelmReleaseName, KubernetesName, PinnedVersion, QueueName, TenantName
 
 NODE_PORT_RANGE = range(30000, 32768)
-"""Kubernetes' default service-node-port-range."""
+"""The API server's default --service-node-port-range, which MicroK8s keeps (canonical/microk8s
+microk8s-resources/default-args/kube-apiserver sets none @v1.36; kubernetes/kubernetes
+pkg/kubeapiserver/options/options.go DefaultServiceNodePortRange: 30000-32767)."""
 
 VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",

@@ -2,6 +2,9 @@
 # Enable the MicroK8s add-ons the platform needs: CoreDNS, and a default StorageClass
 # (hostpath-storage) for each vCluster's PVC. Add-ons already enabled are left alone.
 #
+# `microk8s status --addon <name>` prints exactly enabled or disabled (canonical/microk8s
+# scripts/wrappers/status.py @v1.36).
+#
 # Inputs (environment): ADDONS (space-separated add-on names).
 set -euo pipefail
 

@@ -6,6 +6,12 @@
 # `snap refresh --hold` stops snapd from ever upgrading the control plane on its own.
 # A marker records that this stack installed MicroK8s, so teardown removes only its own.
 #
+# Upstream, as read: `snap list` prints Name Version Rev Tracking ... (Tracking is column 4) and fails
+# for a snap that is not installed; `snap refresh --hold <snap>` holds it indefinitely (snapd 2.58+),
+# while `snap refresh <snap> --channel` still moves it (snapcore/snapd cmd/snap/cmd_list.go,
+# cmd_snap_op.go, overlord/snapstate/target.go @2.64). `microk8s status --wait-ready --timeout N`
+# exits 1 at its timeout (canonical/microk8s scripts/wrappers/status.py @v1.36).
+#
 # Inputs (environment): MICROK8S_CHANNEL, MARKER_DIR.
 set -euo pipefail
 

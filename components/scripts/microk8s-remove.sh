@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Teardown: remove MicroK8s only if this stack installed it; a MicroK8s found on the host stays.
 #
+# `snap remove --purge` also deletes the snap's data, hostpath volumes included, and takes no
+# snapshot (snapcore/snapd cmd/snap/cmd_snap_op.go @2.64; canonical/microk8s-core-addons
+# addons/hostpath-storage @f689811 keeps volumes under $SNAP_COMMON/default-storage).
+#
 # Inputs (environment): MARKER_DIR.
 set -euo pipefail
 

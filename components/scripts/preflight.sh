@@ -4,6 +4,9 @@
 # Prints key=value lines (hostname, ubuntu, and one `gpu=name|memoryMiB|driver` per GPU).
 # Nothing is changed on the host.
 #
+# The query format is nvidia-smi's documented --query-gpu/--format=csv,noheader,nounits (nvidia-smi(1));
+# nvidia-smi is closed source, so this is the one fact here checked only against its manual.
+#
 # Inputs (environment): EXPECT_GPU (text every GPU name must contain; may be empty),
 # MIN_GPU_MEMORY_MIB (may be empty), UBUNTU_RELEASE (expected VERSION_ID, a warning only).
 set -euo pipefail
