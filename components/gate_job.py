@@ -187,27 +187,19 @@ class Gate:
         opts: pulumi.ResourceOptions,
     ) -> pulumi.Resource:
         """The Role (or ClusterRole) and its binding; the binding is what the Job waits for."""
-        rules = [dict(rule) for rule in grant.rules]
         suffix = f"{resource_name}-{grant.key}"
         # Outside the gate's own namespace, and cluster-wide, names are shared: prefix them with the project.
-        role_name = f"gpu-tenancy-{name}"
+        meta: dict[str, Any] = {"name": f"gpu-tenancy-{name}", "labels": MANAGED_BY}
         if grant.namespace is None:
-            meta: dict[str, Any] = {"name": role_name, "labels": MANAGED_BY}
-            role: pulumi.Resource = k8s.rbac.v1.ClusterRole(suffix, metadata=meta, rules=rules, opts=opts)
-            binding: pulumi.Resource = k8s.rbac.v1.ClusterRoleBinding(
-                suffix,
-                metadata=meta,
-                role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role_name},
-                subjects=[subject],
-                opts=opts.merge(pulumi.ResourceOptions(depends_on=[role])),
-            )
-            return binding
-        meta = {"name": role_name, "namespace": grant.namespace, "labels": MANAGED_BY}
-        role = k8s.rbac.v1.Role(suffix, metadata=meta, rules=rules, opts=opts)
-        binding = k8s.rbac.v1.RoleBinding(
+            kind, role_type, binding_type = "ClusterRole", k8s.rbac.v1.ClusterRole, k8s.rbac.v1.ClusterRoleBinding
+        else:
+            kind, role_type, binding_type = "Role", k8s.rbac.v1.Role, k8s.rbac.v1.RoleBinding
+            meta["namespace"] = grant.namespace
+        role = role_type(suffix, metadata=meta, rules=[dict(rule) for rule in grant.rules], opts=opts)
+        binding: pulumi.Resource = binding_type(
             suffix,
             metadata=meta,
-            role_ref={"apiGroup": RBAC_GROUP, "kind": "Role", "name": role_name},
+            role_ref={"apiGroup": RBAC_GROUP, "kind": kind, "name": meta["name"]},
             subjects=[subject],
             opts=opts.merge(pulumi.ResourceOptions(depends_on=[role])),
         )

@@ -61,8 +61,8 @@ class _Cluster:
     identifier: str
     ready: Sequence[pulumi.Resource]
     """What must finish before anything is installed in the cluster."""
-    gpu_nodes: pulumi.Output[list[str]] | None
-    """Names of the GPU nodes this stack built; None for a cluster it did not build."""
+    gpu_node: pulumi.Output[str] | None
+    """The Kubernetes node of the GPU machine this stack built; None for a cluster it did not build."""
 
 
 class GpuHost(pulumi.ComponentResource):
@@ -106,7 +106,7 @@ class GpuHost(pulumi.ComponentResource):
         )
         operator = self._gpu_operator(cluster)
         self.ready = self._gate(operator, cluster)
-        self.gpu = self._gpu_nodes(cluster.gpu_nodes)
+        self.gpu = self._gpu_node(cluster.gpu_node)
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address = cluster.address
         self.register_outputs(
@@ -262,8 +262,8 @@ class GpuHost(pulumi.ComponentResource):
                     triggers=[channel, self._args.versions.gpu_operator or ""],
                 )
             ]
-        gpu_nodes = facts.apply(lambda found: [str(found["nodeName"])])
-        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, identifier, ready, gpu_nodes)
+        node = facts.apply(lambda found: str(found["nodeName"]))
+        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, identifier, ready, node)
 
     def _gpu_operator(self, cluster: _Cluster) -> k8s.helm.v3.Release | None:
         settings = self._args.gpu_operator
@@ -326,20 +326,19 @@ class GpuHost(pulumi.ComponentResource):
             # Another operator (or its values) or another MicroK8s re-runs the gate.
             vouches_for={
                 "operator": self._operator_spec() if settings.mode == "install" else settings.mode,
-                "microk8s": self._args.versions.microk8s if cluster.gpu_nodes is not None else None,
+                "microk8s": self._args.versions.microk8s if cluster.gpu_node is not None else None,
             },
             depends_on=[operator] if operator else [],
             opts=child,
         )
         return gate.job
 
-    def _gpu_nodes(self, names: pulumi.Output[list[str]] | None) -> pulumi.Output[dict[str, Any] | None]:
-        """Each GPU node this stack built, read once the gate passed (its id is unknown until then)."""
-        if names is None:
+    def _gpu_node(self, name: pulumi.Output[str] | None) -> pulumi.Output[dict[str, Any] | None]:
+        """The GPU node this stack built, read once the gate passed (its id is unknown until then)."""
+        if name is None:
             return pulumi.Output.from_input(None)
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        # One node per machine today; the resource name stays stable as the list grows.
-        node_name = pulumi.Output.all(names, self.ready.id).apply(lambda parts: parts[0][0])
+        node_name = pulumi.Output.all(name, self.ready.id).apply(lambda parts: parts[0])
         node = k8s.core.v1.Node.get(f"{self._name}-gpu-node", node_name, opts=child)
         # Output types are dicts too, so the same lookups read a node in a real run and under mocks.
         facts = pulumi.Output.all(node.metadata, node.status).apply(
