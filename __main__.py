@@ -6,6 +6,7 @@ from components.gpu_host import GpuHost, GpuHostArgs
 from components.gpu_operator_values import installed_operator_runs_cdi
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
+from components.tenant_admission import TenantAdmission, TenantAdmissionArgs
 from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
 from config.pulumi_stack import load_stack_inputs
 from config.tenants import node_ports
@@ -48,6 +49,20 @@ kai = KaiScheduler(
 )
 queues = QueueHierarchy("queues", QueueHierarchyArgs(queues=settings.queues, kai=kai, provider=host.provider))
 
+# One set of policies fences every tenant's pods; each vCluster waits for it.
+admission = (
+    TenantAdmission(
+        "tenant-admission",
+        TenantAdmissionArgs(
+            settings=settings.vcluster,
+            kai_namespace=settings.kai_scheduler.namespace,
+            provider=host.provider,
+            depends_on=[kai.ready],
+        ),
+    ).ready
+    if settings.tenants
+    else []
+)
 ports = node_ports(settings.tenants)
 tenants = {
     tenant.name: VClusterTenant(
@@ -59,9 +74,11 @@ tenants = {
             version=settings.versions.vcluster or "",
             kubectl_version=settings.versions.kubectl,
             host_address=host.address,
+            api_port=host.api_port,
             host_cluster_identifier=host.cluster_identifier,
             provider=host.provider,
             queue=queues.queues[tenant.queue],
+            admission=admission,
             depends_on=[host.ready],
         ),
     )

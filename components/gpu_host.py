@@ -21,7 +21,7 @@ from components.gpu_operator_values import operator_release_spec
 from components.helm import ReleaseSpec, helm_release
 from components.host_facts import parse_brev_ssh, parse_preflight
 from components.host_scripts import MARKER_DIR, remote_command, render_script
-from components.kubeconfigs import kubeconfig_server_host
+from components.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
 from components.labels import MANAGED_BY, object_name
 from config.host import BrevHost, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost, SshHost
 from config.platform import VersionsConfig
@@ -58,6 +58,7 @@ class GpuHostArgs:
 class _Cluster:
     kubeconfig: pulumi.Output[str]
     address: pulumi.Output[str]
+    api_port: pulumi.Output[int]
     identifier: str
     ready: Sequence[pulumi.Resource]
     """What must finish before anything is installed in the cluster."""
@@ -70,6 +71,8 @@ class GpuHost(pulumi.ComponentResource):
     """Admin kubeconfig of the host cluster (secret)."""
     address: pulumi.Output[str]
     """Address at which clients reach the host: API server and node ports."""
+    api_port: pulumi.Output[int]
+    """Port of the API server; pods reach it there, behind the `kubernetes` Service."""
     gpu: pulumi.Output[dict[str, Any] | None]
     """Per GPU node this stack built: name, memoryMiB, driverVersion and count, as the cluster advertises them.
 
@@ -109,10 +112,12 @@ class GpuHost(pulumi.ComponentResource):
         self.gpu = self._gpu_node(cluster.gpu_node)
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address = cluster.address
+        self.api_port = cluster.api_port
         self.register_outputs(
             {
                 "kubeconfig": self.kubeconfig,
                 "address": self.address,
+                "api_port": self.api_port,
                 "gpu": self.gpu,
                 "preflight": self.preflight,
             }
@@ -124,7 +129,10 @@ class GpuHost(pulumi.ComponentResource):
         kubeconfig = self._args.kubeconfig
         # The server address is not a credential, though it comes out of one.
         address = host.address or pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_host))
-        return _Cluster(kubeconfig, pulumi.Output.from_input(address), f"kubeconfig/{host.cluster_id}", (), None)
+        api_port = pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_port))
+        return _Cluster(
+            kubeconfig, pulumi.Output.from_input(address), api_port, f"kubeconfig/{host.cluster_id}", (), None
+        )
 
     def _connection(self, host: BrevHost | SshHost) -> tuple[pulumi.Output[Any], pulumi.Output[str], str]:
         """SSH connection (secret), the host's address, and a stable cluster identity."""
@@ -263,7 +271,8 @@ class GpuHost(pulumi.ComponentResource):
                 )
             ]
         node = facts.apply(lambda found: str(found["nodeName"]))
-        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, identifier, ready, node)
+        api_port = pulumi.Output.from_input(host.api_port)
+        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, api_port, identifier, ready, node)
 
     def _gpu_operator(self, cluster: _Cluster) -> k8s.helm.v3.Release | None:
         settings = self._args.gpu_operator

@@ -1,7 +1,7 @@
 """Reading and adjusting kubeconfig documents."""
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import yaml
 
@@ -14,15 +14,24 @@ def _current_cluster(document: dict[str, Any]) -> dict[str, Any]:
     return cluster
 
 
-def kubeconfig_server_host(kubeconfig: str) -> str:
-    """The host part of the current context's API server URL."""
+def _server(kubeconfig: str) -> SplitResult:
     server = _current_cluster(yaml.safe_load(kubeconfig)).get("server")
     if not server:
         raise ValueError("the kubeconfig has no server for its current context")
-    host = urlsplit(str(server)).hostname
-    if not host:
-        raise ValueError(f"the kubeconfig's server {server!r} has no host")
-    return host
+    return urlsplit(str(server))
+
+
+def kubeconfig_server_host(kubeconfig: str) -> str:
+    """The host part of the current context's API server URL."""
+    server = _server(kubeconfig)
+    if not server.hostname:
+        raise ValueError(f"the kubeconfig's server {server.geturl()!r} has no host")
+    return server.hostname
+
+
+def kubeconfig_server_port(kubeconfig: str) -> int:
+    """The port of the current context's API server URL (443 when it names none)."""
+    return _server(kubeconfig).port or 443
 
 
 def with_server(kubeconfig: str, server: str) -> str:

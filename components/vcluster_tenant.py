@@ -1,7 +1,7 @@
-"""VClusterTenant: one team's own Kubernetes API on the shared GPU nodes, fenced into its KAI queue.
+"""VClusterTenant: one team's own Kubernetes API on the shared GPU nodes, fenced in.
 
-The order matters: the queue policies exist before the vCluster, so no synced
-pod ever escapes them; the kubeconfig is read only after a gate has seen the
+The order matters: the tenant admission policies exist before the vCluster, so no
+synced pod ever escapes them; the kubeconfig is read only after a gate has seen the
 control plane publish it; add-ons go in through the tenant's own API server.
 """
 
@@ -16,16 +16,21 @@ from components.gate_job import Gate, GateStep, Grant
 from components.helm import ReleaseSpec, helm_release
 from components.kubeconfigs import with_server
 from components.labels import MANAGED_BY, object_name
-from components.queue_policies import (
-    binding_spec,
-    mutating_policy_spec,
-    policy_metadata,
-    validating_policy_spec,
+from components.tenant_policies import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
+from components.vcluster_values import (
+    PERSISTENCE_PATH,
+    SECURITY_PATHS,
+    kubeconfig_secret,
+    tenant_endpoint,
+    vcluster_values,
 )
-from components.vcluster_values import PERSISTENCE_PATH, kubeconfig_secret, tenant_endpoint, vcluster_values
 from config.names import TENANT_NAMESPACE_PREFIX
 from config.tenants import AddonConfig, TenantConfig, VClusterConfig
 from config.upstream import KUBECONFIG_SECRET_KEY, VCLUSTER_CHART
+
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+# The namespace label Pod Security admission enforces: kubernetes/pod-security-admission api/constants.go
+# (EnforceLevelLabel). Without a version label it enforces the cluster's own version of the level.
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,16 @@ class VClusterTenantArgs:
     kubectl_version: str
     host_address: pulumi.Input[str]
     """Where teams reach the host: the API endpoint is https://<host_address>:<node_port>."""
+    api_port: pulumi.Input[int]
+    """The port of the host's API server behind the `kubernetes` Service (16443 on MicroK8s)."""
     host_cluster_identifier: str
     """The host provider's identity; the tenant's provider derives its own from it."""
     provider: k8s.Provider
     """The host cluster's provider."""
     queue: pulumi.Resource
-    """The tenant's KAI Queue: the policies that pin pods to it come after it."""
+    """The tenant's KAI Queue: its pods are pinned to it, so it exists before they do."""
+    admission: Sequence[pulumi.Resource]
+    """The tenant admission policies' bindings (TenantAdmission.ready)."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Gates that must pass first, e.g. the GPU gate."""
 
@@ -69,14 +78,27 @@ class VClusterTenant(pulumi.ComponentResource):
             f"{name}-namespace",
             metadata={
                 "name": namespace_name,
-                "labels": {**MANAGED_BY, "gpu-tenancy/tenant": tenant.name, "gpu-tenancy/queue": tenant.queue},
+                "labels": {
+                    **MANAGED_BY,
+                    # The tenant admission policies read the tenant and its queue from here.
+                    TENANT_LABEL: tenant.name,
+                    QUEUE_NAMESPACE_LABEL: tenant.queue,
+                    POD_SECURITY_ENFORCE: args.settings.pod_security_for(tenant),
+                },
             },
-            opts=host.merge(pulumi.ResourceOptions(depends_on=list(args.depends_on))),
+            opts=host.merge(
+                pulumi.ResourceOptions(
+                    depends_on=list(args.depends_on),
+                    # The level is chosen with the control plane's user, at creation (see SECURITY_PATHS).
+                    ignore_changes=[f'metadata.labels["{POD_SECURITY_ENFORCE}"]'],
+                )
+            ),
         )
         self.namespace = object_name(namespace)
-        policies = self._queue_policies(name, args)
-        values = pulumi.Output.from_input(args.host_address).apply(
-            lambda address: vcluster_values(tenant, node_port=args.node_port, address=address, settings=args.settings)
+        values = pulumi.Output.all(args.host_address, args.api_port).apply(
+            lambda parts: vcluster_values(
+                tenant, node_port=args.node_port, address=parts[0], api_port=parts[1], settings=args.settings
+            )
         )
         release = helm_release(
             f"{name}-vcluster",
@@ -85,9 +107,9 @@ class VClusterTenant(pulumi.ComponentResource):
             namespace=self.namespace,
             opts=host.merge(
                 pulumi.ResourceOptions(
-                    depends_on=policies,
+                    depends_on=[args.queue, *args.admission],
                     # Settings that cannot change on a running control plane are kept as they were created.
-                    ignore_changes=[".".join(("values", *PERSISTENCE_PATH))],
+                    ignore_changes=[".".join(("values", *path)) for path in (PERSISTENCE_PATH, *SECURITY_PATHS)],
                 )
             ),
         )
@@ -142,43 +164,6 @@ class VClusterTenant(pulumi.ComponentResource):
         for addon in tenant.addons:
             self._addon(name, addon)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
-
-    def _queue_policies(self, name: str, args: VClusterTenantArgs) -> list[pulumi.Resource]:
-        """Validation always; mutation too where the cluster has MutatingAdmissionPolicy (1.36+)."""
-        tenant = args.tenant
-        namespace = f"{TENANT_NAMESPACE_PREFIX}{tenant.name}"
-        opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.queue])
-        policy_name = f"gpu-tenancy-{tenant.name}-queue"
-        validating = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-validate-queue",
-            metadata=policy_metadata(policy_name, tenant.name),
-            spec=validating_policy_spec(tenant.name, tenant.queue),
-            opts=opts,
-        )
-        bindings: list[pulumi.Resource] = [
-            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-validate-queue",
-                metadata=policy_metadata(policy_name, tenant.name),
-                spec=binding_spec(policy_name, namespace, validating=True),
-                opts=opts.merge(pulumi.ResourceOptions(depends_on=[validating])),
-            )
-        ]
-        if args.settings.admission == "mutate":
-            mutating = k8s.admissionregistration.v1.MutatingAdmissionPolicy(
-                f"{name}-pin-queue",
-                metadata=policy_metadata(policy_name, tenant.name),
-                spec=mutating_policy_spec(tenant.queue),
-                opts=opts,
-            )
-            bindings.append(
-                k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding(
-                    f"{name}-pin-queue",
-                    metadata=policy_metadata(policy_name, tenant.name),
-                    spec=binding_spec(policy_name, namespace, validating=False),
-                    opts=opts.merge(pulumi.ResourceOptions(depends_on=[mutating])),
-                )
-            )
-        return bindings
 
     def _addon(self, name: str, addon: AddonConfig) -> None:
         """Installed through the tenant's API server: the team's CRDs never touch the host or other teams."""

@@ -1,16 +1,60 @@
-"""Helm values for one tenant's vCluster: reachable from outside, blind to owner references, on the GPU node."""
+"""Helm values for one tenant's vCluster: reachable from outside, blind to owner references, fenced in.
 
+The fence is vCluster's own `policies.*` (open source at 0.35.1: only central
+admission is Pro): a ResourceQuota and LimitRange in the tenant's host namespace,
+NetworkPolicies around its control plane and workloads, and Pod Security inside
+the virtual cluster, which the syncer also applies before copying a pod to the host
+(loft-sh/vcluster chart/templates/resourcequota.yaml, limitrange.yaml, networkpolicy.yaml,
+pkg/controllers/resources/pods/validate_pod_security.go @v0.35.1).
+"""
+
+import contextlib
+import ipaddress
 from typing import Any
 
 from components.merge import deep_merge
-from config.tenants import TenantConfig, VClusterConfig
-from config.upstream import KUBECONFIG_SECRET_PREFIX
+from config.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
+from config.upstream import KUBECONFIG_SECRET_PREFIX, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
 
 PERSISTENCE_PATH = ("controlPlane", "statefulSet", "persistence")
 """Rendered into the StatefulSet's volumeClaimTemplates, which Kubernetes refuses to change
 (kubernetes/kubernetes pkg/apis/apps/validation/validation.go ValidateStatefulSetUpdate), or, with
 persistence off, turns the StatefulSet into a Deployment (loft-sh/vcluster chart/templates/_persistence.tpl
 @v0.35.1): set once, when a tenant is created."""
+
+SECURITY_PATHS = (("controlPlane", "statefulSet", "security"), ("controlPlane", "distro", "k8s", "securityContext"))
+"""Who the control plane runs as: vCluster cannot move a control plane from root to another user
+(vcluster-docs version-0.35.0 deploy/control-plane/kubernetes-pod/security/rootless-mode.mdx), so set once."""
+
+LINK_LOCAL = "169.254.0.0/16"
+"""Cloud metadata (169.254.169.254) and its credentials: never a tenant's to reach."""
+
+NON_ROOT = 12345
+_RESTRICTED_CONTAINER = {
+    "runAsUser": NON_ROOT,
+    "runAsGroup": NON_ROOT,
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+RESTRICTED_CONTROL_PLANE = {
+    # vCluster's rootless mode (rootless-mode.mdx, version-0.35.0), plus what Pod Security's restricted level
+    # asks of every container: a seccomp profile and no capabilities. The chart's default runs as root
+    # (chart/values.yaml controlPlane.statefulSet.security: runAsUser 0 @v0.35.1).
+    "statefulSet": {
+        "security": {
+            "podSecurityContext": {
+                "fsGroup": NON_ROOT,
+                "runAsUser": NON_ROOT,
+                "runAsGroup": NON_ROOT,
+                "runAsNonRoot": True,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containerSecurityContext": _RESTRICTED_CONTAINER,
+        }
+    },
+    "distro": {"k8s": {"securityContext": _RESTRICTED_CONTAINER}},
+}
 
 
 def kubeconfig_secret(tenant: str) -> str:
@@ -22,23 +66,75 @@ def tenant_endpoint(address: str, node_port: int) -> str:
     return f"https://{address}:{node_port}"
 
 
-def vcluster_values(tenant: TenantConfig, *, node_port: int, address: str, settings: VClusterConfig) -> dict[str, Any]:
+def control_plane_node_ports(values: dict[str, Any]) -> int:
+    """NodePorts the control plane's Service takes: https, and the kubelet proxy while it proxies by hostname
+    (loft-sh/vcluster chart/templates/service.yaml, values networking.advanced.proxyKubelets.byHostname
+    default true @v0.35.1)."""
+    proxy = values.get("networking", {}).get("advanced", {}).get("proxyKubelets", {})
+    return 2 if proxy.get("byHostname", True) else 1
+
+
+def _public_egress_except(address: str) -> list[str]:
+    """vCluster's private ranges, plus link-local and the host's own address (its API and every node port)."""
+    blocked = [*VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT, LINK_LOCAL]
+    # A DNS name's addresses are not known here (docs/security.md says what to add).
+    with contextlib.suppress(ipaddress.AddressValueError):
+        blocked.append(f"{ipaddress.IPv4Address(address)}/32")
+    return blocked
+
+
+def _policies(
+    quota: dict[str, str], limit_range: LimitRangeConfig, pod_security: PodSecurityLevel, address: str, api_port: int
+) -> dict[str, Any]:
+    return {
+        "podSecurityStandard": pod_security,
+        "resourceQuota": {"enabled": True, "quota": dict(quota)},
+        "limitRange": {
+            "enabled": True,
+            "default": dict(limit_range.default),
+            "defaultRequest": dict(limit_range.default_request),
+        },
+        "networkPolicy": {
+            "enabled": True,
+            "workload": {"publicEgress": {"except": _public_egress_except(address)}},
+            # The control plane reaches the host's API server after the Service's DNAT, at the node's API port:
+            # 16443 on MicroK8s, which the chart's rule (443, 8443, 6443) leaves out
+            # (chart/templates/networkpolicy.yaml @v0.35.1; canonical/microk8s default-args/kube-apiserver @v1.36).
+            "controlPlane": {"egress": [{"ports": [{"port": api_port, "protocol": "TCP"}]}]},
+        },
+    }
+
+
+def vcluster_values(
+    tenant: TenantConfig, *, node_port: int, address: str, api_port: int, settings: VClusterConfig
+) -> dict[str, Any]:
     volume_claim: dict[str, Any] = {"enabled": True, "size": settings.persistence_size}
     if settings.storage_class:
         volume_claim["storageClass"] = settings.storage_class
+    pod_security = settings.pod_security_for(tenant)
+    control_plane: dict[str, Any] = {
+        "service": {"spec": {"type": "NodePort"}, "httpsNodePort": node_port},
+        # The serving certificate must name the address teams use (loft-sh/vcluster pkg/server/cert/cert.go
+        # @v0.35.1 adds only the pods' host IPs for a NodePort Service).
+        "proxy": {"extraSANs": [address]},
+        "statefulSet": {"persistence": {"volumeClaim": volume_claim}},
+    }
+    if pod_security == "restricted":
+        control_plane = deep_merge(control_plane, RESTRICTED_CONTROL_PLANE)
     defaults = {
         # KAI's pod-grouper walks owner references; on synced pods they would point at
         # the vCluster's Service, which the pod-grouper may not read.
         "experimental": {"syncSettings": {"setOwner": False}},
         # Teams see the real GPU node (its labels, its allocatable nvidia.com/gpu).
         "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
-        "controlPlane": {
-            "service": {"spec": {"type": "NodePort"}, "httpsNodePort": node_port},
-            # The serving certificate must name the address teams use (loft-sh/vcluster pkg/server/cert/cert.go
-            # @v0.35.1 adds only the pods' host IPs for a NodePort Service).
-            "proxy": {"extraSANs": [address]},
-            "statefulSet": {"persistence": {"volumeClaim": volume_claim}},
-        },
+        "controlPlane": control_plane,
         "exportKubeConfig": {"server": tenant_endpoint(address, node_port), "context": tenant.name},
     }
-    return deep_merge(defaults, tenant.values)
+    values = deep_merge(defaults, tenant.values)
+    quota = {
+        **settings.quota_for(tenant),
+        "services.nodeports": str(control_plane_node_ports(values)),
+        "services.loadbalancers": "0",
+    }
+    values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security, address, api_port)
+    return values

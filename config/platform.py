@@ -35,6 +35,11 @@ KAI_OWNED_VALUES: OwnedValues = {
     ),
     ("global", "podLabelSelector"): "KAI's admission and pod-grouper would ignore tenant pods outside the selector",
     ("kaiConfigDeployer", "enabled"): "the readiness gate waits for the kai-config object this hook applies",
+    ("global", "blockNvidiaVisibleDevices"): (
+        "it gives every container of a fraction pod that asks for no GPU NVIDIA_VISIBLE_DEVICES=void, "
+        "which tenant admission requires"
+    ),
+    ("admission", "gpuFractionRuntimeClassName"): "tenant admission allows fraction pods exactly the nvidia class",
 }
 """KAI chart values the platform relies on (deployments/kai-scheduler/values.yaml @v0.16.4)."""
 

@@ -1,12 +1,14 @@
 """The root of the stack config: every `gpu-tenancy:*` key, validated together."""
 
+from decimal import Decimal
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from config.capacity import PLATFORM_QUOTA_KEYS, control_plane_footprint, quota_shortfalls
 from config.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
 from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost
-from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, problems_from
+from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path, problems_from
 from config.platform import KaiSchedulerConfig, VersionsConfig
 from config.queues import QueueConfig
 from config.tenants import TenantConfig, VClusterConfig, node_port_issues
@@ -31,7 +33,7 @@ class StackConfig(ConfigModel):
         if not issues:
             issues = _prefixed("queues", overcommit_issues(self.queues)) + self._tenant_issues()
             issues += node_port_issues(self.tenants)
-        issues += self._version_issues() + self._cross_component_issues()
+        issues += self._version_issues() + self._cross_component_issues() + self._capacity_issues()
         if issues:
             raise ConfigIssues(issues)
         return self
@@ -125,6 +127,38 @@ class StackConfig(ConfigModel):
             )
         return issues
 
+    def _capacity_issues(self) -> list[ConfigIssue]:
+        """Quotas leave GPUs to KAI, node ports and load balancers to the platform, and fit the control plane."""
+        issues = []
+        sources: list[tuple[Path, dict[str, str]]] = [(("vcluster", "quota"), self.vcluster.quota)]
+        sources += [(("tenants", i, "quota"), tenant.quota) for i, tenant in enumerate(self.tenants)]
+        for path, quota in sources:
+            for key in quota:
+                if "nvidia.com/" in key:
+                    reason = "KAI alone governs GPUs (a fraction never shows in a ResourceQuota): set queue quotas"
+                else:
+                    reason = PLATFORM_QUOTA_KEYS.get(key, "")
+                if reason:
+                    issues.append(ConfigIssue((*path, key), quota[key], f"is set by gpu-tenancy: {reason}"))
+        for i, tenant in enumerate(self.tenants):
+            limit_range = self.vcluster.limit_range_for(tenant)
+            footprint = control_plane_footprint(
+                {"default": limit_range.default, "defaultRequest": limit_range.default_request},
+                self.vcluster.persistence_size,
+            )
+            quota = self.vcluster.quota_for(tenant)
+            for key, need in quota_shortfalls(quota, footprint).items():
+                where: Path = ("tenants", i, "quota", key) if key in tenant.quota else ("vcluster", "quota", key)
+                whose = f"tenant {tenant.name}'s" if key in tenant.quota else "each tenant's"
+                shortfall = ConfigIssue(
+                    where,
+                    quota[key],
+                    f"is less than {whose} own control plane and CoreDNS take ({_show_quantity(key, need)}): raise it",
+                )
+                if all(issue.path != where for issue in issues):
+                    issues.append(shortfall)
+        return issues
+
     @property
     def bootstraps_host(self) -> bool:
         return self.host.mode in BOOTSTRAP_MODES
@@ -147,6 +181,15 @@ class StackConfig(ConfigModel):
         for tenant in self.tenants:
             grouped.setdefault(tenant.queue, []).append(tenant.name)
         return grouped
+
+
+def _show_quantity(key: str, amount: Decimal) -> str:
+    """Bytes as Mi, CPUs as cores or millicores, counts as counts."""
+    if key.endswith(("memory", "storage")):
+        return f"{amount / 2**20:.0f}Mi"
+    if key.endswith("cpu"):
+        return f"{amount * 1000:.0f}m"
+    return f"{amount:.0f}"
 
 
 def _prefixed(key: str, issues: list[ConfigIssue]) -> list[ConfigIssue]:

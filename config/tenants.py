@@ -6,8 +6,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from config.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
 from config.issues import ConfigIssue, ConfigIssues, Path
 from config.owned_values import OwnedValues, owned_value_issues
+from config.quantities import Quantity
 from config.types import ConfigModel, HelmReleaseName, KubernetesName, PinnedVersion, QueueName, TenantName
 
 NODE_PORT_RANGE = range(30000, 32768)
@@ -25,6 +27,15 @@ VCLUSTER_OWNED_VALUES: OwnedValues = {
     ),
     ("exportKubeConfig", "server"): "it is derived from the host address and the tenant's nodePort",
     ("exportKubeConfig", "context"): "it is the tenant's name",
+    ("policies",): (
+        "a tenant's quota, limit range, network policy and pod security are the platform's: "
+        "set tenants[].quota, limitRange or podSecurity instead"
+    ),
+    (
+        "sync",
+        "toHost",
+        "networkPolicies",
+    ): "a team's NetworkPolicies on the host would add to what the platform's allow",
 }
 """vCluster values the platform sets for every tenant, and why a tenant may not override them."""
 
@@ -61,6 +72,33 @@ class AddonConfig(ConfigModel):
         return self
 
 
+PodSecurityLevel = Literal["baseline", "restricted"]
+
+
+class LimitRangeConfig(ConfigModel):
+    """What a container that states no resources gets (and so what it counts against the quota)."""
+
+    default: dict[str, Quantity] = Field(
+        default_factory=lambda: dict(DEFAULT_LIMIT_RANGE["default"]), description="Limits of such a container."
+    )
+    default_request: dict[str, Quantity] = Field(
+        default_factory=lambda: dict(DEFAULT_LIMIT_RANGE["defaultRequest"]),
+        description="Requests of such a container.",
+    )
+
+    @model_validator(mode="after")
+    def _covers_every_quota_resource(self) -> "LimitRangeConfig":
+        for key, entries in (("default", self.default), ("defaultRequest", self.default_request)):
+            missing = sorted({"cpu", "memory", "ephemeral-storage"} - entries.keys())
+            if missing:
+                raise ConfigIssue(
+                    (key,),
+                    entries,
+                    f"needs {', '.join(missing)}: the quota counts them, so a pod that states none would be refused",
+                )
+        return self
+
+
 class TenantConfig(ConfigModel):
     """One team: its vCluster, the queue its pods are pinned to, and its add-ons."""
 
@@ -74,6 +112,15 @@ class TenantConfig(ConfigModel):
     )
     values: dict[str, Any] = Field(default_factory=dict, description="vCluster Helm values, merged last.")
     addons: list[AddonConfig] = Field(default_factory=list)
+    pod_security: PodSecurityLevel | None = Field(
+        default=None, description="Overrides vcluster.podSecurity for this tenant; applies when it is created."
+    )
+    quota: dict[str, Quantity] = Field(
+        default_factory=dict, description="ResourceQuota entries merged over vcluster.quota for this tenant."
+    )
+    limit_range: LimitRangeConfig | None = Field(
+        default=None, description="Replaces vcluster.limitRange for this tenant."
+    )
 
     @model_validator(mode="after")
     def _platform_values_kept(self) -> "TenantConfig":
@@ -109,6 +156,26 @@ class VClusterConfig(ConfigModel):
         "a change applies to tenants created afterwards only.",
     )
     ready_timeout_seconds: int = Field(default=600, ge=60, le=3600)
+    pod_security: PodSecurityLevel = Field(
+        default="baseline",
+        description="Pod Security level enforced on each tenant's host namespace (and inside its vCluster); "
+        "restricted also runs the control plane as non-root. Applies to tenants created afterwards.",
+    )
+    quota: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description="ResourceQuota entries merged over the defaults for every tenant "
+        "(GPUs excluded: KAI governs them).",
+    )
+    limit_range: LimitRangeConfig = Field(default_factory=LimitRangeConfig)
+
+    def quota_for(self, tenant: TenantConfig) -> dict[str, str]:
+        return {**DEFAULT_QUOTA, **self.quota, **tenant.quota}
+
+    def limit_range_for(self, tenant: TenantConfig) -> LimitRangeConfig:
+        return tenant.limit_range or self.limit_range
+
+    def pod_security_for(self, tenant: TenantConfig) -> PodSecurityLevel:
+        return tenant.pod_security or self.pod_security
 
 
 def derived_node_port(tenant: str) -> int:

@@ -94,3 +94,69 @@ KUBECONFIG_SECRET_KEY = "config"
 # Helm's wait does not cover it; exportKubeConfig.server replaces every cluster's server:
 # pkg/util/kubeconfig/kubeconfig.go, pkg/setup/controllers.go (StartControllers,
 # CreateVClusterKubeConfigForExport) @v0.35.1.
+VCLUSTER_CONTROL_PLANE_RESOURCES = {
+    "syncer": {
+        "requests": {"cpu": "200m", "memory": "256Mi", "ephemeral-storage": "1Gi"},
+        "limits": {"memory": "4Gi", "ephemeral-storage": "10Gi"},
+    },
+    "init": {"requests": {"cpu": "40m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
+    "coredns": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"cpu": "1000m", "memory": "170Mi"}},
+}
+# What runs in a tenant's host namespace before the team starts anything: the control plane (its syncer
+# container and the `kubernetes` init container) and the CoreDNS pod it syncs, with the chart's defaults:
+# loft-sh/vcluster chart/values.yaml controlPlane.statefulSet.resources, controlPlane.distro.k8s.resources,
+# controlPlane.coredns.deployment.resources @v0.35.1. Containers without a value get the LimitRange's defaults.
+VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT = (
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+)
+# policies.networkPolicy.workload.publicEgress.except's default; it leaves link-local (169.254.0.0/16, the
+# cloud metadata address) reachable: loft-sh/vcluster chart/values.yaml @v0.35.1.
+VCLUSTER_SYNCER_USER = "system:serviceaccount:{namespace}:vc-{name}"
+# The identity the control plane's syncer acts as on the host: chart/templates/statefulset.yaml
+# serviceAccountName vc-<release> @v0.35.1.
+SPOOFABLE_VCLUSTER_LABELS = {"app": ("loft", "vcluster-snapshot")}
+# The control plane's NetworkPolicy admits pods labelled app=loft from any namespace and app=vcluster-snapshot
+# from its own, and the syncer copies a team's `app` label to the host unchanged:
+# chart/templates/networkpolicy.yaml, pkg/util/translate/single_namespace.go @v0.35.1.
+
+# --- the GPU sharing path a tenant pod may take (KAI v0.16.4, GPU Operator v26.3.3) ---------------
+
+GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+GPU_SHARING_ANNOTATIONS = (
+    *GPU_FRACTION_ANNOTATIONS,
+    "gpu-fraction-num-devices",
+    "gpu-fraction-container-name",
+    "runai/shared-gpu-configmap",
+    "mps",
+)
+# kai-scheduler/KAI-Scheduler pkg/common/constants/constants.go @v0.16.4. KAI's admission keeps a
+# runai/shared-gpu-configmap the pod already has and builds its ConfigMaps from it: <prefix>-<index>
+# (key NVIDIA_VISIBLE_DEVICES, referenced with a configMapKeyRef) and <prefix>-<index>-evar (envFrom),
+# <prefix>-i<index> for init containers; a prefix it makes itself ends in -shared-gpu:
+# pkg/admission/webhook/v1alpha2/gpusharing, pkg/binder/common/gpu_access.go @v0.16.4.
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NO_GPU_VALUES = ("void", "none")
+# Under an nvidia runtime the toolkit hands a container the devices NVIDIA_VISIBLE_DEVICES names, from an
+# unprivileged container too, and `void`/`none` name none: NVIDIA/nvidia-container-toolkit
+# internal/config/image/builder.go (acceptEnvvarUnprivileged: true) @v1.19.1.
+# runc, the default runtime, ignores the variable. KAI's deviceaccess sets `void` on every container of a
+# kai-scheduler pod that asks for no GPU, but does not look at envFrom or ephemeral containers:
+# pkg/admission/webhook/v1alpha2/deviceaccess @v0.16.4.
+GPU_FRACTION_RUNTIME_CLASS = "nvidia"
+# KAI's admission gives a fraction pod without one runtimeClassName admission.gpuFractionRuntimeClassName
+# (default nvidia); a whole-GPU pod needs none under the operator's CDI mode (device plugin
+# DEVICE_LIST_STRATEGY cdi-annotations,cdi-cri): runtimeenforcement @v0.16.4, NVIDIA/gpu-operator
+# controllers/object_controls.go TransformDevicePlugin @v26.3.3.
+CDI_ANNOTATION_PREFIXES = ("cdi.k8s.io/", "nvidia.cdi.k8s.io/")
+# A CDI-enabled runtime injects the devices that pod annotations with these prefixes name: cdi.k8s.io/ is
+# CDI's own (tags.cncf.io/container-device-interface pkg/cdi/annotations.go, the device plugin's default
+# prefix: NVIDIA/k8s-device-plugin api/config/v1/consts.go @v0.19.3); the NVIDIA runtime can be set to read
+# nvidia.cdi.k8s.io/ (demo/clusters/kind/scripts/create-kind-cluster.sh @v0.19.3).
+GPU_SHARING_CONFIGMAP = r"-shared-gpu-i?[0-9]+(-evar)?$"
+KAI_BINDER_USER = "system:serviceaccount:{namespace}:binder"
+# The binder writes a fraction's ConfigMaps at bind time and runs as ServiceAccount binder in KAI's
+# namespace: pkg/operator/operands/binder/resources.go (defaultResourceName) @v0.16.4.

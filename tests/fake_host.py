@@ -32,7 +32,8 @@ case "${tool}" in
     case "$1 $2" in
       "status --format") listed "$5" "${FAKE_ENABLED:-}" && echo enabled || echo disabled ;;
       "config "*) printf 'apiVersion: v1\nclusters:\n- cluster:\n    server: %s\n  name: microk8s\n' \
-                    https://10.0.0.5:16443 ;;
+                    https://10.0.0.5:16443
+                  printf 'users:\n- name: admin\n  user:\n    client-key-data: %s\n' "${FAKE_ADMIN_KEY:-a2V5}" ;;
       "kubectl get")
         if [[ "$3" == deployments ]]; then printf '%s\n' ${FAKE_OPERATOR_NAMESPACES:-}
         else echo "${FAKE_NAMESPACE_PART_OF:-}"; fi ;;

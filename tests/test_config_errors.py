@@ -219,6 +219,54 @@ BAD_CONFIGS = [
         "'install', 'adopt' or 'skip'",
     ),
     (
+        "tenant-loosens-its-own-policies",
+        lambda c: c["tenants"][0].update(values={"policies": {"networkPolicy": {"enabled": False}}}),
+        "gpu-tenancy:tenants[0].values.policies",
+        "tenants[].quota, limitRange or podSecurity",
+    ),
+    (
+        "tenant-syncs-its-network-policies-to-the-host",
+        lambda c: c["tenants"][0].update(values={"sync": {"toHost": {"networkPolicies": {"enabled": True}}}}),
+        "gpu-tenancy:tenants[0].values.sync.toHost.networkPolicies",
+        "add to what the platform's allow",
+    ),
+    (
+        "privileged-pods",
+        lambda c: c["tenants"][0].update(podSecurity="privileged"),
+        "gpu-tenancy:tenants[0].podSecurity",
+        "'baseline' or 'restricted'",
+    ),
+    (
+        "gpu-quota",
+        lambda c: c["tenants"][1].update(quota={"requests.nvidia.com/gpu": 1}),
+        "gpu-tenancy:tenants[1].quota.requests.nvidia.com/gpu",
+        "KAI alone governs GPUs",
+    ),
+    (
+        "node-port-quota",
+        lambda c: c.update(vcluster={"quota": {"services.nodeports": 5}}),
+        "gpu-tenancy:vcluster.quota.services.nodeports",
+        "no team takes another's",
+    ),
+    (
+        "quota-below-the-control-plane",
+        lambda c: c["tenants"][2].update(quota={"limits.memory": "2Gi"}),
+        "gpu-tenancy:tenants[2].quota.limits.memory",
+        "own control plane and CoreDNS take (4266Mi)",
+    ),
+    (
+        "quota-not-a-quantity",
+        lambda c: c.update(vcluster={"quota": {"requests.cpu": "lots"}}),
+        "gpu-tenancy:vcluster.quota.requests.cpu",
+        "Kubernetes quantity",
+    ),
+    (
+        "limit-range-without-ephemeral-storage",
+        lambda c: c.update(vcluster={"limitRange": {"default": {"cpu": "1", "memory": "1Gi"}}}),
+        "gpu-tenancy:vcluster.limitRange.default",
+        "needs ephemeral-storage",
+    ),
+    (
         "gate-image-from-before-the-gate-ran-no-gpu-pod",
         lambda c: c.update(gpuGate={"image": "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04"}),
         "gpu-tenancy:gpuGate.image",
@@ -244,6 +292,8 @@ BAD_CONFIGS = [
             (("global", "podLabelSelector"), {"kai": "on"}, "would ignore tenant pods"),
             (("kaiConfigDeployer", "enabled"), False, "readiness gate"),
             (("binder", "cdiEnabled"), False, "gpuOperator.values.cdi.enabled"),
+            (("global", "blockNvidiaVisibleDevices"), False, "tenant admission requires"),
+            (("admission", "gpuFractionRuntimeClassName"), "nvidia-legacy", "exactly the nvidia class"),
         ]
     ],
     *[

@@ -72,12 +72,25 @@ def test_teardown_removes_microk8s_only_if_this_stack_installed_it(host: FakeHos
     assert removed == installed_by_stack
 
 
-def test_addons_already_enabled_are_left_alone(host: FakeHost) -> None:
+@pytest.mark.parametrize(
+    ("authorization", "expected"),
+    [
+        ("--authorization-mode=AlwaysAllow", ["microk8s enable hostpath-storage", "microk8s enable rbac"]),
+        ("--authorization-mode=RBAC,Node", ["microk8s enable hostpath-storage"]),
+    ],
+    ids=["microk8s-default-always-allow", "rbac-already-on"],
+)
+def test_addons_already_enabled_are_left_alone_and_rbac_is_enforced(
+    host: FakeHost, authorization: str, expected: list[str]
+) -> None:
+    """MicroK8s starts with AlwaysAllow: until RBAC is on, no Role this stack writes means anything."""
+    args = host.root / "kube-apiserver"
+    args.write_text(f"--cert-dir=/x\n{authorization}\n--secure-port=16443\n")
     host.state["FAKE_ENABLED"] = "dns"
-    result = host.run("microk8s-addons.sh", {"ADDONS": "dns hostpath-storage"})
+    result = host.run("microk8s-addons.sh", {"ADDONS": "dns hostpath-storage", "APISERVER_ARGS": str(args)})
     assert result.returncode == 0, result.stderr
     enabled = [call for call in host.calls() if call.startswith("microk8s enable")]
-    assert enabled == ["microk8s enable hostpath-storage"]
+    assert enabled == expected
 
 
 # --- kubeconfig and the API certificate --------------------------------------------------------

@@ -177,11 +177,11 @@ def test_each_setting_changes_only_what_it_governs(base: ProgramRun, path: str, 
     assert changed == expected
 
 
-def test_validate_only_admission_removes_just_the_mutating_policies(base: ProgramRun) -> None:
+def test_validate_only_admission_removes_just_the_pinning_policy(base: ProgramRun) -> None:
     added, removed, changed = _changed(base, _run(change=_set("vcluster.admission", "validate")))
     assert added == set()
-    assert removed == {f"{team}-pin-queue" for team in TEAMS}
-    assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for the mutation"
+    assert removed == {"tenant-admission-pin-queue"}
+    assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for the pinning"
 
 
 # --- teams come and go -----------------------------------------------------------------------------
@@ -261,8 +261,9 @@ DESTROY_ORDER = [
     # A team's add-ons go through its own API server: they go before the vCluster that serves it.
     (["Release/team-nlp-addon-kuberay"], "Release/team-nlp-vcluster"),
     # Teams' pods stay pinned to their queue by the policies until their vCluster is gone.
-    (["Release/team-nlp-vcluster"], "ValidatingAdmissionPolicyBinding/team-nlp-validate-queue"),
-    (["Release/team-nlp-vcluster"], "MutatingAdmissionPolicyBinding/team-nlp-pin-queue"),
+    (TENANT_RELEASES, "ValidatingAdmissionPolicyBinding/tenant-admission-pods"),
+    (TENANT_RELEASES, "MutatingAdmissionPolicyBinding/tenant-admission-pin-queue"),
+    (["ValidatingAdmissionPolicyBinding/tenant-admission-pods"], "Job/kai-gate"),
     ([*TENANT_RELEASES, *(f"Queue/queues-{team}" for team in TEAMS)], "Queue/queues-ml-org"),
     # Queues go while KAI's webhooks still serve them; KAI goes while the GPU stack is still there.
     (["Queue/queues-ml-org"], "Job/kai-gate"),

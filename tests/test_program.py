@@ -56,7 +56,10 @@ def test_dev_stack_installs_kai_as_the_tutorial_does(dev_run: ProgramRun) -> Non
     assert release["name"] == "kai-scheduler"
     assert release["namespace"] == "kai-scheduler"
     # The operator this stack installs runs CDI, so KAI's binder names GPUs the CDI way.
-    assert release["values"] == {"global": {"gpuSharing": True}, "binder": {"cdiEnabled": True}}
+    assert release["values"] == {
+        "global": {"gpuSharing": True, "blockNvidiaVisibleDevices": True},
+        "binder": {"cdiEnabled": True},
+    }
 
 
 def test_every_queue_waits_for_kai_to_admit_queues(dev_run: ProgramRun) -> None:
@@ -96,7 +99,10 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
         if registration.type == QUEUE:
             assert kinds[registration.parent] == "gpu-tenancy:index:QueueHierarchy"
         elif registration.type.startswith(("kubernetes:", "command:")):
-            owner = {"host": "GpuHost", "kai": "KaiScheduler"}.get(registration.name.split("-")[0], "VClusterTenant")
+            prefix = registration.name.split("-")[0]
+            owner = {"host": "GpuHost", "kai": "KaiScheduler", "tenant": "TenantAdmission"}.get(
+                prefix, "VClusterTenant"
+            )
             assert kinds[registration.parent] == f"gpu-tenancy:index:{owner}", registration.name
 
 

@@ -120,31 +120,20 @@ def test_adding_a_fourth_team_changes_no_existing_tenant(dev_run: ProgramRun) ->
 
 
 @pytest.mark.parametrize("team", TEAMS)
-def test_policies_are_scoped_to_the_tenant_namespace_and_exist_before_its_pods(dev_run: ProgramRun, team: str) -> None:
-    policies = {
-        r.type.rsplit(":", 1)[1]: r
-        for r in dev_run.registrations
-        if r.type.startswith(ADMISSION) and r.name.startswith(f"{team}-")
-    }
-    assert set(policies) == {
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "MutatingAdmissionPolicy",
-        "MutatingAdmissionPolicyBinding",
-    }
-    queue = dev_run.one(QUEUE, f"queues-{TEAMS[team]}")
+def test_a_tenants_vcluster_starts_only_once_its_queue_and_the_tenant_policies_exist(
+    dev_run: ProgramRun, team: str
+) -> None:
     release = dev_run.one(RELEASE, f"{team}-vcluster")
-    for kind, policy in policies.items():
-        if kind.endswith("Binding"):
-            spec = policy.inputs["spec"]
-            assert spec["policyName"] == f"gpu-tenancy-{team}-queue"
-            assert spec["matchResources"] == {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": f"vcluster-{team}"}}
-            }
-            assert release.depends_on(policy), f"the vCluster must not start before {kind}"
-        else:
-            assert policy.depends_on(queue), f"{kind} must come after the queue it pins to"
-    assert policies["ValidatingAdmissionPolicyBinding"].inputs["spec"]["validationActions"] == ["Deny"]
+    assert release.depends_on(dev_run.one(QUEUE, f"queues-{TEAMS[team]}"))
+    bindings = [r for r in dev_run.registrations if r.type.startswith(ADMISSION) and r.type.endswith("Binding")]
+    assert len(bindings) == 3
+    for binding in bindings:
+        assert release.depends_on(binding), f"no synced pod may come before {binding.name}"
+        assert binding.inputs["spec"]["matchResources"] == {
+            "namespaceSelector": {"matchExpressions": [{"key": "gpu-tenancy/tenant", "operator": "Exists"}]}
+        }
+    labels = dev_run.one(NAMESPACE, f"{team}-namespace").inputs["metadata"]["labels"]
+    assert (labels["gpu-tenancy/tenant"], labels["gpu-tenancy/queue"]) == (team, TEAMS[team])
 
 
 def test_validate_only_mode_has_no_mutation() -> None:

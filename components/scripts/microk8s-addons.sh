@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Enable the MicroK8s add-ons the platform needs: CoreDNS, and a default StorageClass
-# (hostpath-storage) for each vCluster's PVC. Add-ons already enabled are left alone.
+# Enable the MicroK8s add-ons the platform needs, and RBAC. Add-ons already enabled are left alone.
 #
-# `microk8s status --addon <name>` prints exactly enabled or disabled (canonical/microk8s
-# scripts/wrappers/status.py @v1.36).
+# - dns: CoreDNS; hostpath-storage: the default StorageClass for each vCluster's PVC.
+#   `microk8s status --addon <name>` prints exactly enabled or disabled (canonical/microk8s
+#   scripts/wrappers/status.py @v1.36).
+# - RBAC: MicroK8s starts its API server with --authorization-mode=AlwaysAllow, so no Role or
+#   ClusterRole is enforced until `microk8s enable rbac` sets RBAC,Node (and restarts kubelite).
+#   Its status check only looks for a cluster-admin ClusterRole, so the API server's own arguments
+#   are read instead (canonical/microk8s-core-addons addons/rbac/enable @f689811; canonical/microk8s
+#   microk8s-resources/default-args/kube-apiserver @v1.36). The admin kubeconfig (CN=admin,
+#   O=system:masters) keeps full access; CoreDNS, hostpath-provisioner and Calico ship their RBAC.
 #
-# Inputs (environment): ADDONS (space-separated add-on names).
+# Inputs (environment): ADDONS (space-separated add-on names), APISERVER_ARGS (optional; the API
+# server's arguments file).
 set -euo pipefail
 
 : "${ADDONS:?space-separated add-on names}"
+APISERVER_ARGS="${APISERVER_ARGS:-/var/snap/microk8s/current/args/kube-apiserver}"
 
 for addon in ${ADDONS}; do
   if sudo -n microk8s status --format short --addon "${addon}" | grep -qx enabled; then
@@ -18,5 +26,12 @@ for addon in ${ADDONS}; do
     sudo -n microk8s enable "${addon}" >&2
   fi
 done
+
+if sudo -n grep -qx -- '--authorization-mode=RBAC,Node' "${APISERVER_ARGS}"; then
+  echo "[microk8s] RBAC is already enforced" >&2
+else
+  echo "[microk8s] enabling rbac (the API server restarts)" >&2
+  sudo -n microk8s enable rbac >&2
+fi
 sudo -n microk8s status --wait-ready --timeout 600 >&2
-echo "addons=${ADDONS}"
+echo "addons=${ADDONS} rbac"

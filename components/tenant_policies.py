@@ -1,0 +1,265 @@
+"""Admission policies the host's API server runs on every tenant's pods: one policy for all tenants.
+
+A team is cluster-admin inside its vCluster, and the syncer copies its pods to
+the host nearly as written (schedulerName, nodeName, runtimeClassName, env,
+labels, ephemeral containers: loft-sh/vcluster pkg/controllers/resources/pods
+@v0.35.1). These policies decide what of that the host accepts. Each tenant's
+namespace carries its tenant and queue as labels, so one policy and one binding
+serve every tenant; nothing is copied per tenant.
+
+The policies match only pods the syncer made (SYNCED_POD_LABEL); the vCluster
+control plane in the same namespace is left to Pod Security. They see a pod
+after KAI's mutating webhook (mutating admission runs before validating), so a
+KAI fraction pod is checked as KAI leaves it.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from components.labels import MANAGED_BY
+from config.upstream import (
+    CDI_ANNOTATION_PREFIXES,
+    GPU_FRACTION_ANNOTATIONS,
+    GPU_FRACTION_RUNTIME_CLASS,
+    GPU_SHARING_ANNOTATIONS,
+    GPU_SHARING_CONFIGMAP,
+    KAI_BINDER_USER,
+    NO_GPU_VALUES,
+    NVIDIA_VISIBLE_DEVICES,
+    QUEUE_LABEL,
+    SCHEDULER_NAME,
+    SPOOFABLE_VCLUSTER_LABELS,
+    SYNCED_POD_LABEL,
+)
+
+TENANT_LABEL = "gpu-tenancy/tenant"
+QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
+POD_POLICY = "gpu-tenancy-tenant-pods"
+CONFIGMAP_POLICY = "gpu-tenancy-tenant-gpu-configmaps"
+
+TENANT_NAMESPACES = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
+
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _cel_list(values: Sequence[str]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def _every_container(predicate: str) -> str:
+    """`predicate` (over `c`) holds for every container, init container and ephemeral container.
+
+    Each list is checked on its own: they are different types, which CEL does not concatenate.
+    """
+    checks = [f"object.spec.containers.all(c, {predicate})"]
+    checks += [
+        f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {predicate}))" for field in CONTAINER_LISTS[1:]
+    ]
+    return " && ".join(checks)
+
+
+def _any_container(predicate: str, lists: Sequence[str] = CONTAINER_LISTS[:2]) -> str:
+    checks = [f"object.spec.containers.exists(c, {predicate})"]
+    checks += [f"(has(object.spec.{field}) && object.spec.{field}.exists(c, {predicate}))" for field in lists[1:]]
+    return " || ".join(checks)
+
+
+def _annotation(obj: str, key: str) -> str:
+    """The annotation's value, or '' when it is absent."""
+    annotations = f"{obj}.metadata.annotations"
+    return f"(has({annotations}) && '{key}' in {annotations} ? {annotations}['{key}'] : '')"
+
+
+_REQUESTS_GPU = (
+    "has(c.resources) && ("
+    "(has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('nvidia.com/'))) || "
+    "(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('nvidia.com/'))))"
+)
+
+_DEVICES_FROM_KAI = (
+    f"e.valueFrom.configMapKeyRef.key == '{NVIDIA_VISIBLE_DEVICES}' && "
+    "e.valueFrom.configMapKeyRef.name.startsWith(variables.sharedConfigMap + '-')"
+)
+_SAFE_DEVICES = (
+    f"e.name != '{NVIDIA_VISIBLE_DEVICES}' || "
+    f"(has(e.value) && e.value in {_cel_list(NO_GPU_VALUES)}) || "
+    f"(variables.fraction && variables.sharedConfigMap != '' && has(e.valueFrom) && has(e.valueFrom.configMapKeyRef) "
+    f"&& {_DEVICES_FROM_KAI})"
+)
+"""An env entry that names no GPU, or the one KAI's binder writes for this fraction pod."""
+
+_NAMES_DEVICES = f"has(c.env) && c.env.exists(e, e.name == '{NVIDIA_VISIBLE_DEVICES}')"
+
+SYNCED_WORKLOAD = {
+    "name": "synced-workload-pods",
+    "expression": f"has(object.metadata.labels) && '{SYNCED_POD_LABEL}' in object.metadata.labels",
+}
+
+
+def _pod_rules(*operations: str, ephemeral: bool = False) -> dict[str, Any]:
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": list(operations), "resources": ["pods"]}]
+    if ephemeral:
+        # `kubectl debug` adds containers through this subresource; a rule on `pods` alone never sees it.
+        rules.append(
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": ["UPDATE"],
+                "resources": ["pods/ephemeralcontainers"],
+            }
+        )
+    return {"namespaceSelector": TENANT_NAMESPACES, "resourceRules": rules}
+
+
+def _validation(expression: str, message: str) -> dict[str, Any]:
+    return {"expression": expression, "message": message, "reason": "Forbidden"}
+
+
+def pod_policy_spec() -> dict[str, Any]:
+    """Every path from a tenant pod to another queue, a GPU outside KAI, or the host's network policy."""
+    labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
+    spoofed = " || ".join(
+        f"(has(object.metadata.labels) && '{key}' in object.metadata.labels && "
+        f"object.metadata.labels['{key}'] in {_cel_list(values)})"
+        for key, values in SPOOFABLE_VCLUSTER_LABELS.items()
+    )
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": _pod_rules("CREATE", "UPDATE", ephemeral=True),
+        "matchConditions": [SYNCED_WORKLOAD],
+        "variables": [
+            {"name": "queue", "expression": f"namespaceObject.metadata.labels['{QUEUE_NAMESPACE_LABEL}']"},
+            {"name": "namesQueue", "expression": f"'{QUEUE_LABEL}' in {labels}"},
+            {"name": "podQueue", "expression": f"variables.namesQueue ? {labels}['{QUEUE_LABEL}'] : ''"},
+            {
+                "name": "hadQueue",
+                "expression": (
+                    "request.operation == 'UPDATE' && has(oldObject.metadata.labels) && "
+                    f"'{QUEUE_LABEL}' in oldObject.metadata.labels"
+                ),
+            },
+            {
+                "name": "kai",
+                "expression": f"has(object.spec.schedulerName) && object.spec.schedulerName == '{SCHEDULER_NAME}'",
+            },
+            {
+                "name": "fraction",
+                "expression": " || ".join(f"{_annotation('object', a)} != ''" for a in GPU_FRACTION_ANNOTATIONS),
+            },
+            {
+                "name": "wantsGpu",
+                "expression": f"variables.fraction || {_any_container(_REQUESTS_GPU)}",
+            },
+            {"name": "sharedConfigMap", "expression": _annotation("object", "runai/shared-gpu-configmap")},
+            {
+                "name": "runtimeClass",
+                "expression": "has(object.spec.runtimeClassName) ? object.spec.runtimeClassName : ''",
+            },
+        ],
+        "validations": [
+            _validation(
+                "!variables.namesQueue || variables.podQueue == variables.queue",
+                "a tenant's pods may only use its own KAI queue (the label kai.scheduler/queue)",
+            ),
+            _validation(
+                f"!variables.hadQueue || variables.podQueue == oldObject.metadata.labels['{QUEUE_LABEL}']",
+                "a pod's KAI queue cannot be changed or removed once it is set",
+            ),
+            _validation(
+                "request.operation != 'CREATE' || !variables.wantsGpu || "
+                "(variables.kai && variables.podQueue == variables.queue)",
+                f"a tenant's pods get GPUs only through KAI: schedulerName {SCHEDULER_NAME} and its own queue",
+            ),
+            _validation(
+                "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
+                "a tenant's pods may not name their node (spec.nodeName skips KAI's placement and its queue's limit)",
+            ),
+            _validation(
+                f"variables.runtimeClass == '' || (variables.runtimeClass == '{GPU_FRACTION_RUNTIME_CLASS}' "
+                "&& variables.fraction && variables.kai)",
+                f"only a KAI GPU fraction pod runs with runtimeClassName {GPU_FRACTION_RUNTIME_CLASS}; "
+                "other runtime classes are not offered to tenants",
+            ),
+            _validation(
+                _every_container(f"!has(c.env) || c.env.all(e, {_SAFE_DEVICES})"),
+                f"{NVIDIA_VISIBLE_DEVICES} may only be {' or '.join(NO_GPU_VALUES)}, "
+                "or the value KAI's binder writes for a fraction",
+            ),
+            _validation(
+                f"variables.runtimeClass == '' || {_every_container(_NAMES_DEVICES)}",
+                "under an nvidia runtime every container, debug containers included, must set "
+                f"{NVIDIA_VISIBLE_DEVICES} itself (to void, e.g. kubectl debug --env {NVIDIA_VISIBLE_DEVICES}=void): "
+                "otherwise the image's ENV or an envFrom decides which GPUs it sees",
+            ),
+            _validation(
+                f"request.operation != 'UPDATE' || {_cel_list(GPU_SHARING_ANNOTATIONS)}.all(a, "
+                "(has(object.metadata.annotations) && a in object.metadata.annotations ? "
+                "object.metadata.annotations[a] : '') == "
+                "(has(oldObject.metadata.annotations) && a in oldObject.metadata.annotations ? "
+                "oldObject.metadata.annotations[a] : ''))",
+                "KAI's GPU sharing annotations cannot change once the pod exists",
+            ),
+            _validation(
+                "!has(object.metadata.annotations) || object.metadata.annotations.all(k, "
+                + " && ".join(f"!k.startsWith('{prefix}')" for prefix in CDI_ANNOTATION_PREFIXES)
+                + ")",
+                "CDI device annotations are the device plugin's to set, not a pod's",
+            ),
+            _validation(f"!({spoofed})", "the labels app=loft and app=vcluster-snapshot are reserved"),
+        ],
+    }
+
+
+def gpu_configmap_policy_spec(kai_namespace: str) -> dict[str, Any]:
+    """Only KAI's binder writes the ConfigMaps that tell a fraction pod which GPU it has."""
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "namespaceSelector": TENANT_NAMESPACES,
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["configmaps"],
+                }
+            ],
+        },
+        "matchConditions": [
+            {"name": "gpu-sharing-configmaps", "expression": f"object.metadata.name.matches('{GPU_SHARING_CONFIGMAP}')"}
+        ],
+        "validations": [
+            _validation(
+                f"request.userInfo.username == '{KAI_BINDER_USER.format(namespace=kai_namespace)}'",
+                "only KAI's binder writes a GPU fraction's ConfigMaps",
+            )
+        ],
+    }
+
+
+def pinning_policy_spec() -> dict[str, Any]:
+    """New synced pods get their tenant's queue and KAI, so a team's pod spec needs no KAI field."""
+    apply_configuration = (
+        f"Object{{metadata: Object.metadata{{labels: {{'{QUEUE_LABEL}': "
+        f"namespaceObject.metadata.labels['{QUEUE_NAMESPACE_LABEL}']}}}}, "
+        f"spec: Object.spec{{schedulerName: '{SCHEDULER_NAME}'}}}}"
+    )
+    return {
+        "failurePolicy": "Fail",
+        # schedulerName is immutable once the pod exists: only creation is mutated.
+        "matchConstraints": _pod_rules("CREATE"),
+        "matchConditions": [SYNCED_WORKLOAD],
+        "reinvocationPolicy": "IfNeeded",
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
+    }
+
+
+def binding_spec(policy_name: str, *, validating: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"policyName": policy_name, "matchResources": {"namespaceSelector": TENANT_NAMESPACES}}
+    if validating:
+        spec["validationActions"] = ["Deny"]
+    return spec
+
+
+def policy_metadata(name: str) -> dict[str, Any]:
+    return {"name": name, "labels": dict(MANAGED_BY)}

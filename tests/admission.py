@@ -1,0 +1,182 @@
+"""The API server's admission policies, evaluated offline as it would: binding, match, conditions, CEL.
+
+For a request (operation, resource, subresource, object, its namespace), a
+binding and its policy decide in this order (kubernetes/apiserver
+pkg/admission/plugin/policy/{matching,validating,mutating} @v0.36.0): the
+binding's matchResources (namespace and object selectors), the policy's
+matchConstraints (resource rules, subresources included), then the
+matchConditions, all of which must hold; then the variables and the
+validations, or the mutations. CEL runs in cel-python. A MutatingAdmissionPolicy's
+ApplyConfiguration builds typed objects (`Object{...}`, `Object.spec{...}`); here
+those build plain maps, which are merged into the object as server-side apply
+merges maps and replaces scalars.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the API server hands a policy: the request's attributes and the object's namespace."""
+
+    object: Json
+    namespace: Json
+    operation: str = "CREATE"
+    old_object: Json | None = None
+    sub_resource: str = ""
+    resource: str = "pods"
+    api_group: str = ""
+    api_version: str = "v1"
+    user: str = "system:serviceaccount:vcluster-team-nlp:vc-team-nlp"
+
+    def activation(self) -> dict[str, Any]:
+        return {
+            "object": json_to_cel(self.object),
+            "oldObject": json_to_cel(self.old_object) if self.old_object is not None else None,
+            "namespaceObject": json_to_cel(self.namespace),
+            "request": json_to_cel(
+                {
+                    "operation": self.operation,
+                    "subResource": self.sub_resource,
+                    "resource": {"group": self.api_group, "version": self.api_version, "resource": self.resource},
+                    "namespace": self.namespace["metadata"]["name"],
+                    "userInfo": {"username": self.user},
+                }
+            ),
+        }
+
+
+class _TypeConstructor(celtypes.MapType):
+    """`Object`, `Object.spec`, ...: calling one with field values builds a map of them."""
+
+    def __getitem__(self, key: Any) -> "_TypeConstructor":
+        return _TypeConstructor()
+
+    def __call__(self, fields: Any) -> celtypes.MessageType:
+        return celtypes.MessageType(fields or celtypes.MapType())
+
+
+def _evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
+    env = celpy.Environment()
+    result = env.program(env.compile(expression)).evaluate(dict(activation))
+    if isinstance(result, celpy.evaluation.CELEvalError):
+        raise result
+    return result
+
+
+def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    if selector is None:
+        return True
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        present = key in labels
+        outcome = {
+            "In": present and labels[key] in values,
+            "NotIn": not present or labels[key] not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]
+        if not outcome:
+            return False
+    return True
+
+
+def _rule_matches(rule: Mapping[str, Any], request: Request) -> bool:
+    resource = f"{request.resource}/{request.sub_resource}" if request.sub_resource else request.resource
+    return (
+        request.api_group in rule["apiGroups"]
+        and request.api_version in rule["apiVersions"]
+        and (request.operation in rule["operations"] or "*" in rule["operations"])
+        and resource in rule["resources"]
+    )
+
+
+def _matches(resources: Mapping[str, Any] | None, request: Request) -> bool:
+    if not resources:
+        return True
+    namespace_labels = request.namespace["metadata"].get("labels") or {}
+    object_labels = (request.object.get("metadata") or {}).get("labels") or {}
+    rules = resources.get("resourceRules")
+    return (
+        _selector_matches(resources.get("namespaceSelector"), namespace_labels)
+        and _selector_matches(resources.get("objectSelector"), object_labels)
+        and (rules is None or any(_rule_matches(rule, request) for rule in rules))
+    )
+
+
+@dataclass
+class Decision:
+    """None of `denials` means the policy did not apply to the request."""
+
+    denials: list[str] | None
+    variables: dict[str, Any] = field(default_factory=dict)
+
+
+def _applies(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> dict[str, Any] | None:
+    """The activation when binding and policy match the request and every match condition holds."""
+    if not _matches(binding.get("matchResources"), request) or not _matches(policy.get("matchConstraints"), request):
+        return None
+    activation = request.activation()
+    if not all(_evaluate(c["expression"], activation) for c in policy.get("matchConditions", [])):
+        return None
+    variables = celtypes.MapType()
+    for variable in policy.get("variables", []):
+        variables[celtypes.StringType(variable["name"])] = _evaluate(
+            variable["expression"], {**activation, "variables": variables}
+        )
+    activation["variables"] = variables
+    return activation
+
+
+def validate(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> list[str] | None:
+    """The messages of the validations a request fails, or None when the policy does not apply."""
+    activation = _applies(policy, binding, request)
+    if activation is None:
+        return None
+    assert binding.get("validationActions") == ["Deny"], "a failed validation must refuse the request"
+    return [v["message"] for v in policy["validations"] if not _evaluate(v["expression"], activation)]
+
+
+def _merge(target: Json, patch: Mapping[str, Any]) -> Json:
+    merged = dict(target)
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.IntType):
+        return int(value)
+    return str(value) if isinstance(value, celtypes.StringType) else value
+
+
+def mutate(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> Json | None:
+    """The object after the policy's ApplyConfiguration mutations, or None when the policy does not apply."""
+    activation = _applies(policy, binding, request)
+    if activation is None:
+        return None
+    activation["Object"] = _TypeConstructor()
+    mutated = request.object
+    for mutation in policy["mutations"]:
+        assert mutation["patchType"] == "ApplyConfiguration"
+        mutated = _merge(mutated, _plain(_evaluate(mutation["applyConfiguration"]["expression"], activation)))
+    return mutated

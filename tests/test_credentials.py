@@ -1,0 +1,129 @@
+"""No credential reaches a log: a command that prints one keeps its stdout secret and out of `pulumi up`.
+
+pulumi-command streams a command's output into the update's log unless told not
+to, and additional_secret_outputs protects only the state
+(pulumi/pulumi-command provider/pkg/provider/local/commandOutputs.go @v1.2.1). So each
+host script is run on the stand-in machine to see what it prints where, and every
+command the program registers is checked against that.
+"""
+
+import base64
+
+import pytest
+
+from components.host_scripts import SCRIPTS_DIR
+from tests.conftest import dev_settings
+from tests.fake_host import FakeHost, fake_host
+from tests.harness import ProgramRun, Registration, run_main
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END OPENSSH PRIVATE KEY-----\n"
+ADMIN_KEY = base64.b64encode(b"admin-client-key").decode()
+CREDENTIALS = (KEY.splitlines()[1], base64.b64encode(KEY.encode()).decode(), ADMIN_KEY)
+
+
+def _prepare(host: FakeHost) -> None:
+    (host.root / "brev.pem").write_text(KEY)
+    certs = host.root / "certs"
+    certs.mkdir()
+    (certs / "server.crt").write_text("certificate")
+    (certs / "csr.conf.template").write_text("[ alt_names ]\nIP.1 = 127.0.0.1\n")
+    host.state.update(FAKE_IDENTITY="~/brev.pem", FAKE_ADMIN_KEY=ADMIN_KEY, MICROK8S_CERTS=str(certs))
+    # MicroK8s is already there, so the install step writes no marker outside the stand-in machine.
+    host.state["FAKE_SNAP_CHANNEL"] = "1.36/stable"
+
+
+RUNS: dict[str, dict[str, str]] = {
+    "brev-ssh.sh": {"BREV_NAME": "gpu-tenancy-dev"},
+    "kubeconfig.sh": {"ADDRESS": "198.51.100.7", "API_PORT": "16443"},
+    "preflight.sh": {"UBUNTU_RELEASE": "24.04"},
+    "microk8s-addons.sh": {"ADDONS": "dns"},
+    "brev-instance.sh": {"ACTION": "ensure", "BREV_NAME": "gpu-tenancy-dev", "POLL_SECONDS": "0"},
+    "microk8s-install.sh": {"MICROK8S_CHANNEL": "1.36/stable", "MARKER_DIR": "/tmp"},
+    "microk8s-remove.sh": {"MARKER_DIR": "/nonexistent"},
+    "gpu-operator-check.sh": {
+        "NAMESPACE": "gpu-operator-resources",
+        "PART_OF": "gpu-tenancy",
+        "OPERATOR_SELECTOR": "a=b",
+    },
+}
+
+
+def _carries(text: str) -> bool:
+    return any(credential in text for credential in CREDENTIALS)
+
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bool, bool]]:
+    """Script -> (its stdout carries a credential, its stderr does)."""
+    found = {}
+    for script, inputs in RUNS.items():
+        host = fake_host(tmp_path_factory.mktemp(script))
+        _prepare(host)
+        host.state["FAKE_GPUS"] = "NVIDIA L40S, 46068, 580.95.05"
+        result = host.run(script, inputs)
+        assert result.returncode == 0, (script, result.stderr)
+        found[script] = (_carries(result.stdout), _carries(result.stderr))
+    return found
+
+
+def test_the_scripts_that_fetch_credentials_print_them_on_stdout_only(printed: dict[str, tuple[bool, bool]]) -> None:
+    assert {script for script, (stdout, _) in printed.items() if stdout} == {"brev-ssh.sh", "kubeconfig.sh"}
+    assert not [script for script, (_, stderr) in printed.items() if stderr]
+
+
+def _script_of(command: Registration) -> str:
+    """Which script a command runs: the rendered text carries the script's own opening comment."""
+    create = str(command.inputs.get("create", ""))
+    matches = [s.name for s in SCRIPTS_DIR.glob("*.sh") if s.read_text().splitlines()[1] in create]
+    assert len(matches) == 1, (command.name, matches)
+    return matches[0]
+
+
+@pytest.fixture(scope="module")
+def commands() -> list[Registration]:
+    ssh = {**dev_settings(), "host": {"mode": "ssh", "address": "203.0.113.20"}}
+    runs: list[ProgramRun] = [run_main(dev_settings()), run_main(ssh, {"sshPrivateKey": KEY})]
+    return [r for run in runs for r in run.registrations if r.type.startswith("command:")]
+
+
+def _credential_carriers(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) -> dict[str, str]:
+    """Command -> the script it runs, for the commands whose stdout carries a credential."""
+    return {c.name: _script_of(c) for c in commands if printed.get(_script_of(c), (False, False))[0]}
+
+
+def _leaks(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) -> list[str]:
+    carriers = _credential_carriers(commands, printed)
+    return [
+        c.name
+        for c in commands
+        if c.name in carriers
+        and ("stdout" not in c.additional_secret_outputs or c.inputs.get("logging") not in {"stderr", "none"})
+    ]
+
+
+def test_no_command_logs_a_credential(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) -> None:
+    assert set(_credential_carriers(commands, printed).values()) == {"brev-ssh.sh", "kubeconfig.sh"}
+    assert _leaks(commands, printed) == []
+
+
+def test_a_command_that_logs_its_stdout_is_caught(printed: dict[str, tuple[bool, bool]]) -> None:
+    """The check finds a kubeconfig step left at pulumi-command's default logging."""
+    leaky = Registration(
+        type="command:remote:Command",
+        name="host-kubeconfig",
+        urn="u",
+        parent="",
+        provider="",
+        inputs={"create": (SCRIPTS_DIR / "kubeconfig.sh").read_text()},
+        secret_inputs=set(),
+        dependencies=set(),
+        delete_before_replace=False,
+        additional_secret_outputs=["stdout"],
+        custom_timeouts={},
+    )
+    assert _leaks([leaky], printed) == ["host-kubeconfig"]
+
+
+def test_every_script_is_checked() -> None:
+    """A new script must be run here too, so a credential it prints cannot go unnoticed."""
+    assert set(RUNS) == {script.name for script in SCRIPTS_DIR.glob("*.sh")}
