@@ -74,9 +74,10 @@ def control_plane_node_ports(values: dict[str, Any]) -> int:
     return 2 if proxy.get("byHostname", True) else 1
 
 
-def _public_egress_except(address: str) -> list[str]:
-    """vCluster's private ranges, plus link-local and the host's own address (its API and every node port)."""
-    blocked = [*VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT, LINK_LOCAL]
+def _public_egress_except(address: str, extra: list[str]) -> list[str]:
+    """vCluster's private ranges, plus link-local, the host's own address (its API and every node port)
+    and the ranges the stack names."""
+    blocked = [*VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT, LINK_LOCAL, *extra]
     # A DNS name's addresses are not known here (docs/security.md says what to add).
     with contextlib.suppress(ipaddress.AddressValueError):
         blocked.append(f"{ipaddress.IPv4Address(address)}/32")
@@ -84,7 +85,11 @@ def _public_egress_except(address: str) -> list[str]:
 
 
 def _policies(
-    quota: dict[str, str], limit_range: LimitRangeConfig, pod_security: PodSecurityLevel, address: str, api_port: int
+    quota: dict[str, str],
+    limit_range: LimitRangeConfig,
+    pod_security: PodSecurityLevel,
+    blocked: list[str],
+    api_port: int,
 ) -> dict[str, Any]:
     return {
         "podSecurityStandard": pod_security,
@@ -96,7 +101,7 @@ def _policies(
         },
         "networkPolicy": {
             "enabled": True,
-            "workload": {"publicEgress": {"except": _public_egress_except(address)}},
+            "workload": {"publicEgress": {"except": blocked}},
             # The control plane reaches the host's API server after the Service's DNAT, at the node's API port:
             # 16443 on MicroK8s, which the chart's rule (443, 8443, 6443) leaves out
             # (chart/templates/networkpolicy.yaml @v0.35.1; canonical/microk8s default-args/kube-apiserver @v1.36).
@@ -136,5 +141,6 @@ def vcluster_values(
         "services.nodeports": str(control_plane_node_ports(values)),
         "services.loadbalancers": "0",
     }
-    values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security, address, api_port)
+    blocked = _public_egress_except(address, settings.blocked_egress)
+    values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security, blocked, api_port)
     return values

@@ -1,16 +1,26 @@
 """`gpu-tenancy:tenants`: one vCluster per team, each pinned to a leaf queue, with its own add-ons."""
 
 import hashlib
+import ipaddress
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
 from config.issues import ConfigIssue, ConfigIssues, Path
 from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
-from config.types import ConfigModel, HelmReleaseName, KubernetesName, PinnedVersion, QueueName, TenantName
+from config.types import (
+    ConfigModel,
+    HelmReleaseName,
+    KubernetesName,
+    PinnedVersion,
+    QueueName,
+    TenantName,
+    require_str,
+)
 
 NODE_PORT_RANGE = range(30000, 32768)
 """The API server's default --service-node-port-range, which MicroK8s keeps (canonical/microk8s
@@ -73,6 +83,18 @@ class AddonConfig(ConfigModel):
 
 
 PodSecurityLevel = Literal["baseline", "restricted"]
+
+
+def _ipv4_cidr(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(value))
+    except ValueError:
+        raise PydanticCustomError(
+            "cidr", "is not an IPv4 address range: use e.g. 203.0.113.0/24 or 203.0.113.7/32", {}
+        ) from None
+
+
+IPv4Cidr = Annotated[str, BeforeValidator(require_str), AfterValidator(_ipv4_cidr)]
 
 
 class LimitRangeConfig(ConfigModel):
@@ -167,6 +189,11 @@ class VClusterConfig(ConfigModel):
         "(GPUs excluded: KAI governs them).",
     )
     limit_range: LimitRangeConfig = Field(default_factory=LimitRangeConfig)
+    blocked_egress: list[IPv4Cidr] = Field(
+        default_factory=list,
+        description="More address ranges tenant pods may not reach, e.g. the nodes' public addresses "
+        "when host.address is a DNS name or the cluster has several nodes.",
+    )
 
     def quota_for(self, tenant: TenantConfig) -> dict[str, str]:
         return {**DEFAULT_QUOTA, **self.quota, **tenant.quota}

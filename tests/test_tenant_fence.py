@@ -196,3 +196,10 @@ def test_quotas_and_limit_ranges_are_set_per_tenant() -> None:
     assert (_quota(custom)["count/pods"], _quota(custom)["requests.cpu"]) == ("80", "24")
     assert custom["policies"]["limitRange"]["default"]["cpu"] == "2"
     assert vcluster_schema_errors(custom) == []
+
+
+def test_more_ranges_can_be_closed_to_tenants() -> None:
+    """With a DNS name as host.address, or several nodes, their public addresses are named in config."""
+    values = _values(_run(vcluster={"blockedEgress": ["203.0.113.0/24"]}), "team-nlp")
+    assert _workload_may_reach(values, "203.0.113.99") is False
+    assert _workload_may_reach(values, "169.254.169.254") is False

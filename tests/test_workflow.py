@@ -1,13 +1,16 @@
-"""The pull-request workflow: it tests like the README, previews every stack on the PR, and gates `up`."""
+"""The pull-request workflow: it tests like the README, previews only after review, and keeps secrets in jobs
+that a reviewer has approved."""
 
 import re
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.harness import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "preview.yml"
+SECRET = re.compile(r"\$\{\{\s*secrets\.(\w+)")
 
 
 def _workflow() -> dict[Any, Any]:
@@ -27,26 +30,59 @@ def _action(job: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _secrets(node: Any) -> set[str]:
+    """The secrets a part of the workflow reads; GITHUB_TOKEN is the job's own scoped token."""
+    return set(SECRET.findall(yaml.safe_dump(node))) - {"GITHUB_TOKEN"}
+
+
 def test_the_workflow_runs_the_readmes_test_command() -> None:
     runs = [step.get("run", "") for step in _workflow()["jobs"]["test"]["steps"]]
     assert _readme_test_command() in runs
 
 
-def test_pull_requests_get_a_preview_comment_with_the_diff_for_every_stack() -> None:
+def test_no_secret_is_given_to_the_whole_workflow() -> None:
+    workflow = _workflow()
+    assert not _secrets(workflow.get("env", {}))
+    assert workflow["permissions"] == {"contents": "read"}
+
+
+@pytest.mark.parametrize("job", ["test", "stacks"])
+def test_jobs_that_run_pull_request_code_unreviewed_see_no_secret(job: str) -> None:
+    definition = _workflow()["jobs"][job]
+    assert "environment" not in definition
+    assert not _secrets(definition)
+
+
+def test_every_job_that_reads_a_secret_waits_for_an_environment() -> None:
+    """Environment secrets reach a job only after that environment's required reviewers approve it."""
+    for name, job in _workflow()["jobs"].items():
+        if _secrets(job):
+            assert "environment" in job, name
+
+
+def test_pull_requests_get_a_reviewed_preview_with_read_only_state_access() -> None:
     workflow = _workflow()
     preview = workflow["jobs"]["preview"]
     assert "pull_request" in workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert preview["environment"] == "preview-${{ matrix.stack }}"
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in preview["if"]
     assert "test" in preview["needs"]
     assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.names) }}"
+    assert _secrets(preview) == {
+        "PULUMI_CONFIG_PASSPHRASE",
+        "STATE_READER_ACCESS_KEY_ID",
+        "STATE_READER_SECRET_ACCESS_KEY",
+    }
     action = _action(preview)["with"]
     assert (action["command"], action["comment-on-pr"], action["diff"]) == ("preview", True, True)
+    assert action["suppress-outputs"] is True
     assert action["cloud-url"] == "${{ vars.PULUMI_BACKEND_URL }}"
     assert preview["permissions"]["pull-requests"] == "write"
 
 
-def test_up_runs_only_on_main_behind_an_environment() -> None:
+def test_up_runs_only_on_main_behind_its_stacks_environment() -> None:
     up = _workflow()["jobs"]["up"]
     assert up["if"] == "github.event_name == 'push' && github.ref == 'refs/heads/main'"
     assert up["environment"] == "${{ matrix.stack }}"
     assert _action(up)["with"]["command"] == "up"
-    assert _workflow()["env"]["PULUMI_CONFIG_PASSPHRASE"] == "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}"
+    assert "PULUMI_CONFIG_PASSPHRASE" in _secrets(up)
