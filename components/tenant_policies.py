@@ -117,7 +117,6 @@ def _validation(expression: str, message: str) -> dict[str, Any]:
 
 def pod_policy_spec() -> dict[str, Any]:
     """Every path from a tenant pod to another queue, a GPU outside KAI, or the host's network policy."""
-    labels = "(has(object.metadata.labels) ? object.metadata.labels : {})"
     spoofed = " || ".join(
         f"(has(object.metadata.labels) && '{key}' in object.metadata.labels && "
         f"object.metadata.labels['{key}'] in {_cel_list(values)})"
@@ -129,8 +128,15 @@ def pod_policy_spec() -> dict[str, Any]:
         "matchConditions": [SYNCED_WORKLOAD],
         "variables": [
             {"name": "queue", "expression": f"namespaceObject.metadata.labels['{QUEUE_NAMESPACE_LABEL}']"},
-            {"name": "namesQueue", "expression": f"'{QUEUE_LABEL}' in {labels}"},
-            {"name": "podQueue", "expression": f"variables.namesQueue ? {labels}['{QUEUE_LABEL}'] : ''"},
+            # Both branches of every conditional have one type: the API server type-checks each expression.
+            {
+                "name": "namesQueue",
+                "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels",
+            },
+            {
+                "name": "podQueue",
+                "expression": f"variables.namesQueue ? object.metadata.labels['{QUEUE_LABEL}'] : ''",
+            },
             {
                 "name": "hadQueue",
                 "expression": (
