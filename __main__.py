@@ -49,7 +49,8 @@ kai = KaiScheduler(
 )
 queues = QueueHierarchy("queues", QueueHierarchyArgs(queues=settings.queues, kai=kai, provider=host.provider))
 
-# One set of policies fences every tenant's pods; each vCluster waits for it.
+# One set of policies fences every tenant's pods; each vCluster waits for it and for nothing of the
+# GPU stack, so control planes start while the operator and KAI install.
 admission = (
     TenantAdmission(
         "tenant-admission",
@@ -57,7 +58,6 @@ admission = (
             settings=settings.vcluster,
             kai_namespace=settings.kai_scheduler.namespace,
             provider=host.provider,
-            depends_on=[kai.ready],
         ),
     ).ready
     if settings.tenants
@@ -77,9 +77,7 @@ tenants = {
             api_port=host.api_port,
             host_cluster_identifier=host.cluster_identifier,
             provider=host.provider,
-            queue=queues.queues[tenant.queue],
             admission=admission,
-            depends_on=[host.ready],
         ),
     )
     for tenant in settings.tenants

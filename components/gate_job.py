@@ -119,7 +119,10 @@ def gate_pod(
 
 
 class Gate:
-    """A gate's ServiceAccount, RBAC, files and Job, all named `name` (fixed, so they fit every limit).
+    """A gate's Job, files, and ServiceAccount with RBAC, all named `name` (fixed, so they fit every limit).
+
+    With `service_account`, the Job runs as an existing account that already has what
+    its steps need, and the gate creates no account or RBAC of its own.
 
     The Job's template carries `vouches_for` as a fingerprint: when that changes, the
     immutable template changes, the Job is replaced and the gate runs again. A gate
@@ -133,7 +136,8 @@ class Gate:
         resource_name: str,
         namespace: pulumi.Input[str],
         steps: Sequence[GateStep],
-        grants: Sequence[Grant],
+        grants: Sequence[Grant] = (),
+        service_account: str | None = None,
         kubectl_version: str,
         timeout_seconds: int,
         vouches_for: Any = None,
@@ -141,11 +145,14 @@ class Gate:
         opts: pulumi.ResourceOptions,
         depends_on: Sequence[pulumi.Resource] = (),
     ) -> None:
+        if service_account is not None and grants:
+            raise ValueError("a gate either runs as an existing account or is granted its own")
         meta = {"name": name, "namespace": namespace, "labels": MANAGED_BY}
-        account = k8s.core.v1.ServiceAccount(resource_name, metadata=meta, opts=opts)
-        subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
-        prerequisites: list[pulumi.Resource] = [account]
-        prerequisites += [self._grant(resource_name, name, grant, subject, opts) for grant in grants]
+        prerequisites: list[pulumi.Resource] = []
+        if service_account is None:
+            prerequisites.append(k8s.core.v1.ServiceAccount(resource_name, metadata=meta, opts=opts))
+            subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+            prerequisites += [self._grant(resource_name, name, grant, subject, opts) for grant in grants]
         if files:
             prerequisites.append(k8s.core.v1.ConfigMap(resource_name, metadata=meta, data=dict(files), opts=opts))
         wait = f"{timeout_seconds + 120}s"
@@ -163,7 +170,7 @@ class Gate:
                     "spec": gate_pod(
                         steps,
                         kubectl_version=kubectl_version,
-                        service_account=name,
+                        service_account=service_account or name,
                         files_config_map=name if files else None,
                     ),
                 },

@@ -25,18 +25,16 @@ class QueueHierarchy(pulumi.ComponentResource):
     """Every managed queue, parents first, once created."""
     leaf_names: pulumi.Output[list[str]]
     """The queues pods can be scheduled into (KAI ignores pods in parent queues)."""
-    queues: dict[str, k8s.apiextensions.CustomResource]
-    """Queue resources by name, for dependents such as admission policies."""
 
     def __init__(self, name: str, args: QueueHierarchyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:QueueHierarchy", name, None, opts)
         tree = QueueTree(args.queues)
-        self.queues = {}
+        created: dict[str, k8s.apiextensions.CustomResource] = {}
         for queue in tree.parents_first():
             # Children depend on their parent, so teardown deletes children first.
-            parent = [self.queues[queue.parent_queue]] if queue.parent_queue else []
+            parent = [created[queue.parent_queue]] if queue.parent_queue else []
             manifest = queue_manifest(queue)
-            self.queues[queue.name] = k8s.apiextensions.CustomResource(
+            created[queue.name] = k8s.apiextensions.CustomResource(
                 f"{name}-{queue.name}",
                 api_version=API_VERSION,
                 kind=KIND,
@@ -51,7 +49,7 @@ class QueueHierarchy(pulumi.ComponentResource):
                 ),
             )
         # Cluster-scoped objects have their name as ID: these resolve once the queues exist.
-        self.queue_names = pulumi.Output.all(*(q.id for q in self.queues.values()))
+        self.queue_names = pulumi.Output.all(*(q.id for q in created.values()))
         leaves = set(tree.leaves)
         self.leaf_names = self.queue_names.apply(lambda names: [n for n in names if n in leaves])
         self.register_outputs({"queue_names": self.queue_names, "leaf_names": self.leaf_names})

@@ -1,6 +1,5 @@
 """TenantAdmission: the host-side admission policies every tenant's pods pass, bound to all tenant namespaces."""
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +24,6 @@ class TenantAdmissionArgs:
     kai_namespace: str
     """Where KAI's binder runs: only it may write a GPU fraction's ConfigMaps."""
     provider: k8s.Provider
-    depends_on: Sequence[pulumi.Resource] = ()
-    """KAI must serve before pods are pinned to it."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -35,7 +32,7 @@ class TenantAdmission(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:TenantAdmission", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         configmaps = gpu_configmap_policy_spec(args.kai_namespace)
         self.ready = [
             self._policy(f"{name}-pods", POD_POLICY, pod_policy_spec(), validating=True, opts=child),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gate_job import Gate, GateStep, Grant
+from components.gate_job import Gate, GateStep
 from components.helm import ReleaseSpec, helm_release
 from components.kubeconfigs import with_server
 from components.labels import MANAGED_BY, object_name
@@ -20,6 +20,7 @@ from components.tenant_policies import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from components.vcluster_values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
+    control_plane_account,
     kubeconfig_secret,
     tenant_endpoint,
     vcluster_values,
@@ -49,12 +50,11 @@ class VClusterTenantArgs:
     """The host provider's identity; the tenant's provider derives its own from it."""
     provider: k8s.Provider
     """The host cluster's provider."""
-    queue: pulumi.Resource
-    """The tenant's KAI Queue: its pods are pinned to it, so it exists before they do."""
     admission: Sequence[pulumi.Resource]
-    """The tenant admission policies' bindings (TenantAdmission.ready)."""
-    depends_on: Sequence[pulumi.Resource] = ()
-    """Gates that must pass first, e.g. the GPU gate."""
+    """The tenant admission policies' bindings (TenantAdmission.ready): the only thing a tenant waits for.
+
+    Not the GPU stack, KAI or the tenant's queue: a pod that arrives first waits for KAI
+    to schedule it, and the host's policies hold whether KAI runs yet or not."""
 
 
 class VClusterTenant(pulumi.ComponentResource):
@@ -88,7 +88,6 @@ class VClusterTenant(pulumi.ComponentResource):
             },
             opts=host.merge(
                 pulumi.ResourceOptions(
-                    depends_on=list(args.depends_on),
                     # The level is chosen with the control plane's user, at creation (see SECURITY_PATHS).
                     ignore_changes=[f'metadata.labels["{POD_SECURITY_ENFORCE}"]'],
                 )
@@ -107,7 +106,7 @@ class VClusterTenant(pulumi.ComponentResource):
             namespace=self.namespace,
             opts=host.merge(
                 pulumi.ResourceOptions(
-                    depends_on=[args.queue, *args.admission],
+                    depends_on=list(args.admission),
                     # Settings that cannot change on a running control plane are kept as they were created.
                     ignore_changes=[".".join(("values", *path)) for path in (PERSISTENCE_PATH, *SECURITY_PATHS)],
                 )
@@ -117,21 +116,14 @@ class VClusterTenant(pulumi.ComponentResource):
         secret_step = ("wait", "--for=create", f"secret/{secret_name}", "-n", namespace_name, f"--timeout={timeout}s")
         # Helm's wait ends when the control plane is Ready; it writes its kubeconfig Secret afterwards
         # (config/upstream.py, vCluster), so a gate waits for the Secret. The credentials in it last as
-        # long as the control plane's volume, so the gate runs once per tenant.
+        # long as the control plane's volume, so the gate runs once per tenant. It runs as the control
+        # plane's own ServiceAccount, whose Role already reads the namespace's Secrets.
         gate = Gate(
             "kubeconfig-gate",
             resource_name=f"{name}-ready",
             namespace=self.namespace,
             steps=(GateStep("kubeconfig-written", secret_step),),
-            grants=(
-                Grant(
-                    key="secret",
-                    rules=(
-                        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret_name], "verbs": ["get"]},
-                    ),
-                    namespace=self.namespace,
-                ),
-            ),
+            service_account=control_plane_account(tenant.name),
             kubectl_version=args.kubectl_version,
             timeout_seconds=timeout,
             depends_on=[release],

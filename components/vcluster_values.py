@@ -62,6 +62,12 @@ def kubeconfig_secret(tenant: str) -> str:
     return f"{KUBECONFIG_SECRET_PREFIX}{tenant}"
 
 
+def control_plane_account(tenant: str) -> str:
+    """The control plane's ServiceAccount; its Role reads and writes the namespace's Secrets
+    (loft-sh/vcluster chart/templates/serviceaccount.yaml, role.yaml @v0.35.1)."""
+    return f"vc-{tenant}"
+
+
 def tenant_endpoint(address: str, node_port: int) -> str:
     return f"https://{address}:{node_port}"
 

@@ -115,9 +115,6 @@ VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT = (
 )
 # policies.networkPolicy.workload.publicEgress.except's default; it leaves link-local (169.254.0.0/16, the
 # cloud metadata address) reachable: loft-sh/vcluster chart/values.yaml @v0.35.1.
-VCLUSTER_SYNCER_USER = "system:serviceaccount:{namespace}:vc-{name}"
-# The identity the control plane's syncer acts as on the host: chart/templates/statefulset.yaml
-# serviceAccountName vc-<release> @v0.35.1.
 SPOOFABLE_VCLUSTER_LABELS = {"app": ("loft", "vcluster-snapshot")}
 # The control plane's NetworkPolicy admits pods labelled app=loft from any namespace and app=vcluster-snapshot
 # from its own, and the syncer copies a team's `app` label to the host unchanged:

@@ -263,8 +263,7 @@ DESTROY_ORDER = [
     # Teams' pods stay pinned to their queue by the policies until their vCluster is gone.
     (TENANT_RELEASES, "ValidatingAdmissionPolicyBinding/tenant-admission-pods"),
     (TENANT_RELEASES, "MutatingAdmissionPolicyBinding/tenant-admission-pin-queue"),
-    (["ValidatingAdmissionPolicyBinding/tenant-admission-pods"], "Job/kai-gate"),
-    ([*TENANT_RELEASES, *(f"Queue/queues-{team}" for team in TEAMS)], "Queue/queues-ml-org"),
+    ([f"Queue/queues-{team}" for team in TEAMS], "Queue/queues-ml-org"),
     # Queues go while KAI's webhooks still serve them; KAI goes while the GPU stack is still there.
     (["Queue/queues-ml-org"], "Job/kai-gate"),
     (["Job/kai-gate"], "Release/kai-release"),
@@ -281,6 +280,17 @@ def test_destroy_deletes_in_order(base: ProgramRun, first: list[str], then: str)
     needs = _needs(base)
     assert then in needs, f"no resource {then}"
     assert [key for key in first if then not in needs[key]] == [], f"must be deleted before {then}"
+
+
+GPU_STACK = ("Release/host-gpu-operator", "Job/host-gpu-gate", "Release/kai-release", "Job/kai-gate")
+
+
+@pytest.mark.parametrize("team", TEAMS)
+def test_a_tenant_waits_for_nothing_of_the_gpu_stack(base: ProgramRun, team: str) -> None:
+    """Its control plane starts while the operator and KAI install; its pods wait for KAI on their own."""
+    needs = _needs(base)
+    for key in (f"Release/{team}-vcluster", f"Namespace/{team}-namespace"):
+        assert not [part for part in GPU_STACK if part in needs[key]], key
 
 
 def test_every_release_in_a_namespace_of_ours_is_uninstalled_before_that_namespace_goes(base: ProgramRun) -> None:

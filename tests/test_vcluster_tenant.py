@@ -16,7 +16,6 @@ NAMESPACE = "kubernetes:core/v1:Namespace"
 JOB = "kubernetes:batch/v1:Job"
 PROVIDER = "pulumi:providers:kubernetes"
 ADMISSION = "kubernetes:admissionregistration.k8s.io/v1"
-QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 
 
 def _run(mutate: Any = None) -> ProgramRun:
@@ -120,11 +119,8 @@ def test_adding_a_fourth_team_changes_no_existing_tenant(dev_run: ProgramRun) ->
 
 
 @pytest.mark.parametrize("team", TEAMS)
-def test_a_tenants_vcluster_starts_only_once_its_queue_and_the_tenant_policies_exist(
-    dev_run: ProgramRun, team: str
-) -> None:
+def test_a_tenants_vcluster_starts_only_once_the_tenant_policies_exist(dev_run: ProgramRun, team: str) -> None:
     release = dev_run.one(RELEASE, f"{team}-vcluster")
-    assert release.depends_on(dev_run.one(QUEUE, f"queues-{TEAMS[team]}"))
     bindings = [r for r in dev_run.registrations if r.type.startswith(ADMISSION) and r.type.endswith("Binding")]
     assert len(bindings) == 3
     for binding in bindings:
