@@ -1,5 +1,7 @@
 """gpu-tenancy: a GPU host cluster, KAI Scheduler, its queue hierarchy and one vCluster per team."""
 
+from functools import partial
+
 import pulumi
 
 from components.gpu_host import GpuHost, GpuHostArgs
@@ -8,8 +10,9 @@ from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.tenant_admission import TenantAdmission, TenantAdmissionArgs
 from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
-from config.pulumi_stack import load_stack_inputs
-from config.tenants import node_ports
+from config.node_ports import PortAssignment
+from config.pulumi_stack import NODE_PORTS_OUTPUT, load_stack_inputs, node_port_assignment
+from config.upstream import MICROK8S_INGRESS_ADDON
 from fairshare.plan import plan, pool_capacity
 from fairshare.table import render
 
@@ -34,6 +37,8 @@ host = GpuHost(
         gpu_gate=settings.gpu_gate,
         kubeconfig=inputs.secrets.get("kubeconfig"),
         ssh_private_key=inputs.secrets.get("sshPrivateKey"),
+        # Tenants exposed by SNI are routed by MicroK8s' ingress add-on (Traefik) on the host's port 443.
+        extra_addons=(MICROK8S_INGRESS_ADDON,) if settings.vcluster.expose == "sni" else (),
     ),
 )
 kai = KaiScheduler(
@@ -63,13 +68,14 @@ admission = (
     if settings.tenants
     else []
 )
-ports = node_ports(settings.tenants)
+# Node ports stay with their team from one `up` to the next (expose: nodePort).
+ports = node_port_assignment(settings)
 tenants = {
     tenant.name: VClusterTenant(
         tenant.name,
         VClusterTenantArgs(
             tenant=tenant,
-            node_port=ports[tenant.name],
+            ports=ports.apply(partial(PortAssignment.of, tenant=tenant.name)),
             settings=settings.vcluster,
             version=settings.versions.vcluster or "",
             kubectl_version=settings.versions.kubectl,
@@ -93,3 +99,4 @@ pulumi.export("queues", queues.queue_names)
 pulumi.export("leafQueues", queues.leaf_names)
 pulumi.export("tenantKubeconfigs", pulumi.Output.secret({name: t.kubeconfig for name, t in tenants.items()}))
 pulumi.export("tenantEndpoints", {name: t.endpoint for name, t in tenants.items()})
+pulumi.export(NODE_PORTS_OUTPUT, ports.apply(lambda assignment: assignment.to_data()))

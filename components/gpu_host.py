@@ -52,6 +52,8 @@ class GpuHostArgs:
     """Secret; required in `kubeconfig` mode."""
     ssh_private_key: pulumi.Output[str] | None = None
     """Secret; required in `ssh` mode."""
+    extra_addons: Sequence[str] = ()
+    """MicroK8s add-ons beyond the platform's own, e.g. ingress for tenants exposed by SNI."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,8 @@ class GpuHost(pulumi.ComponentResource):
             delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
         )
         # After a MicroK8s upgrade, the add-ons, kubeconfig and operator check run again.
-        step("addons", "microk8s-addons.sh", {"ADDONS": " ".join(MICROK8S_ADDONS)}, triggers=[channel])
+        addons = " ".join((*MICROK8S_ADDONS, *self._args.extra_addons))
+        step("addons", "microk8s-addons.sh", {"ADDONS": addons}, triggers=[channel])
         kubeconfig = step(
             "kubeconfig",
             "kubeconfig.sh",

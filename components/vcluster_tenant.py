@@ -20,14 +20,17 @@ from components.tenant_policies import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from components.vcluster_values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
+    Endpoint,
     control_plane_account,
     kubeconfig_secret,
+    sni_route_spec,
     tenant_endpoint,
     vcluster_values,
 )
 from config.names import TENANT_NAMESPACE_PREFIX
+from config.node_ports import TenantPorts
 from config.tenants import AddonConfig, TenantConfig, VClusterConfig
-from config.upstream import KUBECONFIG_SECRET_KEY, VCLUSTER_CHART
+from config.upstream import KUBECONFIG_SECRET_KEY, TRAEFIK_API_VERSION, VCLUSTER_CHART
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 # The namespace label Pod Security admission enforces: kubernetes/pod-security-admission api/constants.go
@@ -37,13 +40,14 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 @dataclass(frozen=True)
 class VClusterTenantArgs:
     tenant: TenantConfig
-    node_port: int
+    ports: pulumi.Input[TenantPorts | None]
+    """The tenant's node ports (expose: nodePort); None with expose sni."""
     settings: VClusterConfig
     version: str
     """vCluster chart version, e.g. 0.35.1."""
     kubectl_version: str
     host_address: pulumi.Input[str]
-    """Where teams reach the host: the API endpoint is https://<host_address>:<node_port>."""
+    """Where teams reach the host: with expose nodePort the API is https://<host_address>:<https port>."""
     api_port: pulumi.Input[int]
     """The port of the host's API server behind the `kubernetes` Service (16443 on MicroK8s)."""
     host_cluster_identifier: str
@@ -70,6 +74,7 @@ class VClusterTenant(pulumi.ComponentResource):
     def __init__(self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
         tenant = args.tenant
+        self._tenant = tenant.name
         host = pulumi.ResourceOptions(parent=self, provider=args.provider)
         namespace_name = f"{TENANT_NAMESPACE_PREFIX}{tenant.name}"
         timeout = args.settings.ready_timeout_seconds
@@ -94,10 +99,11 @@ class VClusterTenant(pulumi.ComponentResource):
             ),
         )
         self.namespace = object_name(namespace)
-        values = pulumi.Output.all(args.host_address, args.api_port).apply(
-            lambda parts: vcluster_values(
-                tenant, node_port=args.node_port, address=parts[0], api_port=parts[1], settings=args.settings
-            )
+        endpoint = pulumi.Output.all(args.host_address, args.ports).apply(
+            lambda parts: tenant_endpoint(tenant, args.settings, host_address=parts[0], ports=parts[1])
+        )
+        values = pulumi.Output.all(endpoint, args.api_port).apply(
+            lambda parts: vcluster_values(tenant, endpoint=parts[0], api_port=parts[1], settings=args.settings)
         )
         release = helm_release(
             f"{name}-vcluster",
@@ -135,9 +141,9 @@ class VClusterTenant(pulumi.ComponentResource):
             pulumi.Output.all(self.namespace, gate.job.id).apply(lambda parts: f"{parts[0]}/{secret_name}"),
             opts=host,
         )
-        self.endpoint = pulumi.Output.from_input(args.host_address).apply(
-            lambda address: tenant_endpoint(address, args.node_port)
-        )
+        self.endpoint = endpoint.apply(lambda e: e.url)
+        if args.settings.expose == "sni":
+            self._route(name, endpoint, release, host)
         self.kubeconfig = pulumi.Output.secret(
             pulumi.Output.all(secret.data, self.endpoint).apply(
                 lambda parts: with_server(base64.b64decode(parts[0][KUBECONFIG_SECRET_KEY]).decode(), parts[1])
@@ -156,6 +162,20 @@ class VClusterTenant(pulumi.ComponentResource):
         for addon in tenant.addons:
             self._addon(name, addon)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
+
+    def _route(
+        self, name: str, endpoint: pulumi.Output[Endpoint], release: pulumi.Resource, opts: pulumi.ResourceOptions
+    ) -> None:
+        """TLS passthrough from the shared port 443 to the tenant's API, chosen by SNI: the control plane
+        presents its own certificate, which names the hostname (see config/upstream.py, Traefik)."""
+        k8s.apiextensions.CustomResource(
+            f"{name}-route",
+            api_version=TRAEFIK_API_VERSION,
+            kind="IngressRouteTCP",
+            metadata={"name": "vcluster-api", "namespace": self.namespace, "labels": MANAGED_BY},
+            spec=endpoint.apply(lambda e: sni_route_spec(e.name, service=self._tenant)),
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[release])),
+        )
 
     def _addon(self, name: str, addon: AddonConfig) -> None:
         """Installed through the tenant's API server: the team's CRDs never touch the host or other teams."""

@@ -10,11 +10,13 @@ pkg/controllers/resources/pods/validate_pod_security.go @v0.35.1).
 
 import contextlib
 import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
 from components.merge import deep_merge
+from config.node_ports import TenantPorts
 from config.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
-from config.upstream import KUBECONFIG_SECRET_PREFIX, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
+from config.upstream import KUBECONFIG_SECRET_PREFIX, TRAEFIK_TLS_ENTRYPOINT, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
 
 PERSISTENCE_PATH = ("controlPlane", "statefulSet", "persistence")
 """Rendered into the StatefulSet's volumeClaimTemplates, which Kubernetes refuses to change
@@ -68,16 +70,57 @@ def control_plane_account(tenant: str) -> str:
     return f"vc-{tenant}"
 
 
-def tenant_endpoint(address: str, node_port: int) -> str:
-    return f"https://{address}:{node_port}"
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a tenant's API is reached: the host's address and the tenant's node ports, or a hostname on 443."""
+
+    host_address: str
+    ports: TenantPorts | None = None
+    """Node ports (expose: nodePort); None with expose sni."""
+    hostname: str | None = None
+    """<tenant>.<domain> (expose: sni)."""
+
+    @property
+    def name(self) -> str:
+        """What teams connect to, and what the serving certificate must name."""
+        return self.hostname or self.host_address
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.name}" if self.ports is None else f"https://{self.name}:{self.ports.https}"
 
 
-def control_plane_node_ports(values: dict[str, Any]) -> int:
-    """NodePorts the control plane's Service takes: https, and the kubelet proxy while it proxies by hostname
-    (loft-sh/vcluster chart/templates/service.yaml, values networking.advanced.proxyKubelets.byHostname
-    default true @v0.35.1)."""
-    proxy = values.get("networking", {}).get("advanced", {}).get("proxyKubelets", {})
-    return 2 if proxy.get("byHostname", True) else 1
+def tenant_endpoint(
+    tenant: TenantConfig, settings: VClusterConfig, *, host_address: str, ports: TenantPorts | None
+) -> Endpoint:
+    if settings.expose == "sni":
+        return Endpoint(host_address, hostname=f"{tenant.name}.{settings.domain}")
+    if ports is None:
+        raise ValueError(f"tenant {tenant.name} has no node ports")
+    return Endpoint(host_address, ports=ports)
+
+
+def sni_route_spec(hostname: str, *, service: str) -> dict[str, Any]:
+    """A Traefik IngressRouteTCP that passes TLS for `hostname` through to the tenant's API Service.
+
+    It lives in the tenant's namespace beside the Service: the add-on leaves cross-namespace
+    references off (see config/upstream.py, Traefik).
+    """
+    return {
+        "entryPoints": [TRAEFIK_TLS_ENTRYPOINT],
+        "routes": [{"match": f"HostSNI(`{hostname}`)", "services": [{"name": service, "port": 443}]}],
+        "tls": {"passthrough": True},
+    }
+
+
+def _service(endpoint: Endpoint) -> dict[str, Any]:
+    """The control plane's Service: a NodePort with every port set, or the chart's ClusterIP behind the router."""
+    if endpoint.ports is None:
+        return {}
+    service: dict[str, Any] = {"spec": {"type": "NodePort"}, "httpsNodePort": endpoint.ports.https}
+    if endpoint.ports.kubelet is not None:
+        service["kubeletNodePort"] = endpoint.ports.kubelet
+    return service
 
 
 def _public_egress_except(address: str, extra: list[str]) -> list[str]:
@@ -117,17 +160,17 @@ def _policies(
 
 
 def vcluster_values(
-    tenant: TenantConfig, *, node_port: int, address: str, api_port: int, settings: VClusterConfig
+    tenant: TenantConfig, *, endpoint: Endpoint, api_port: int, settings: VClusterConfig
 ) -> dict[str, Any]:
     volume_claim: dict[str, Any] = {"enabled": True, "size": settings.persistence_size}
     if settings.storage_class:
         volume_claim["storageClass"] = settings.storage_class
     pod_security = settings.pod_security_for(tenant)
     control_plane: dict[str, Any] = {
-        "service": {"spec": {"type": "NodePort"}, "httpsNodePort": node_port},
-        # The serving certificate must name the address teams use (loft-sh/vcluster pkg/server/cert/cert.go
-        # @v0.35.1 adds only the pods' host IPs for a NodePort Service).
-        "proxy": {"extraSANs": [address]},
+        "service": _service(endpoint),
+        # The serving certificate must name what teams connect to (loft-sh/vcluster pkg/server/cert/cert.go
+        # @v0.35.1 adds only the pods' host IPs for a NodePort Service, and no router hostname).
+        "proxy": {"extraSANs": [endpoint.name]},
         "statefulSet": {"persistence": {"volumeClaim": volume_claim}},
     }
     if pod_security == "restricted":
@@ -139,14 +182,16 @@ def vcluster_values(
         # Teams see the real GPU node (its labels, its allocatable nvidia.com/gpu).
         "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
         "controlPlane": control_plane,
-        "exportKubeConfig": {"server": tenant_endpoint(address, node_port), "context": tenant.name},
+        "exportKubeConfig": {"server": endpoint.url, "context": tenant.name},
     }
     values = deep_merge(defaults, tenant.values)
+    node_ports = 0 if endpoint.ports is None else 1 + (endpoint.ports.kubelet is not None)
     quota = {
         **settings.quota_for(tenant),
-        "services.nodeports": str(control_plane_node_ports(values)),
+        # Exactly the node ports the tenant's own Service holds: none left for a team's Service.
+        "services.nodeports": str(node_ports),
         "services.loadbalancers": "0",
     }
-    blocked = _public_egress_except(address, settings.blocked_egress)
+    blocked = _public_egress_except(endpoint.host_address, settings.blocked_egress)
     values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security, blocked, api_port)
     return values

@@ -103,7 +103,7 @@ class StackConfig(ConfigModel):
 
     def _cross_component_issues(self) -> list[ConfigIssue]:
         """Settings of one component that another one decides."""
-        issues = []
+        issues = self._exposure_issues()
         if isinstance(self.host, KubeconfigHost) and self.tenants and self.host.address is None:
             issues.append(
                 ConfigIssue(
@@ -125,6 +125,30 @@ class StackConfig(ConfigModel):
                     "instead",
                 )
             )
+        return issues
+
+    def _exposure_issues(self) -> list[ConfigIssue]:
+        """With expose sni every API is <tenant>.<domain> on port 443: no domain, or a node port, is a mistake."""
+        if self.vcluster.expose != "sni":
+            return []
+        issues = []
+        if self.vcluster.domain is None:
+            issues.append(
+                ConfigIssue(
+                    ("vcluster", "domain"),
+                    MISSING,
+                    "is required with vcluster.expose sni: each tenant's API is https://<tenant>.<domain>",
+                )
+            )
+        issues += [
+            ConfigIssue(
+                ("tenants", i, "nodePort"),
+                tenant.node_port,
+                "is not used with vcluster.expose sni (every API is on the host's port 443): remove it",
+            )
+            for i, tenant in enumerate(self.tenants)
+            if tenant.node_port is not None
+        ]
         return issues
 
     def _capacity_issues(self) -> list[ConfigIssue]:

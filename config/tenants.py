@@ -1,7 +1,7 @@
 """`gpu-tenancy:tenants`: one vCluster per team, each pinned to a leaf queue, with its own add-ons."""
 
-import hashlib
 import ipaddress
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -32,6 +32,7 @@ VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("sync", "fromHost", "nodes", "enabled"): "teams must see the real GPU node",
     ("controlPlane", "service", "spec", "type"): "the API endpoint is a NodePort on the host",
     ("controlPlane", "service", "httpsNodePort"): "set the tenant's nodePort instead",
+    ("controlPlane", "service", "kubeletNodePort"): "gpu-tenancy assigns it once and keeps it, so no two teams clash",
     ("controlPlane", "statefulSet", "persistence", "volumeClaim", "enabled"): (
         "the control plane's state lives on its volume; without one it is lost at every restart"
     ),
@@ -85,6 +86,27 @@ class AddonConfig(ConfigModel):
 PodSecurityLevel = Literal["baseline", "restricted"]
 
 
+def proxies_kubelets_by_hostname(values: dict[str, Any]) -> bool:
+    """Whether a tenant's API Service has a kubelet port: networking.advanced.proxyKubelets.byHostname,
+    true by default (loft-sh/vcluster chart/values.yaml, templates/service.yaml @v0.35.1)."""
+    proxy = values.get("networking", {}).get("advanced", {}).get("proxyKubelets", {})
+    return proxy.get("byHostname", True) is not False
+
+
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$")
+
+
+def _dns_name(value: str) -> str:
+    if not _DNS_NAME.match(value):
+        raise PydanticCustomError(
+            "dns_name", "is not a lowercase DNS domain: use e.g. gpu.example.com (no scheme, no port)", {}
+        )
+    return value
+
+
+DnsName = Annotated[str, BeforeValidator(require_str), AfterValidator(_dns_name)]
+
+
 def _ipv4_cidr(value: str) -> str:
     try:
         return str(ipaddress.IPv4Network(value))
@@ -130,7 +152,7 @@ class TenantConfig(ConfigModel):
         default=None,
         ge=NODE_PORT_RANGE.start,
         le=NODE_PORT_RANGE.stop - 1,
-        description="NodePort of the tenant's API server; derived from the name when unset.",
+        description="NodePort of the tenant's API server (expose: nodePort); assigned once and kept when unset.",
     )
     values: dict[str, Any] = Field(default_factory=dict, description="vCluster Helm values, merged last.")
     addons: list[AddonConfig] = Field(default_factory=list)
@@ -159,9 +181,17 @@ class TenantConfig(ConfigModel):
 
 
 class VClusterConfig(ConfigModel):
-    """`gpu-tenancy:vcluster`: how every tenant's vCluster is installed and fenced in."""
+    """`gpu-tenancy:vcluster`: how every tenant's vCluster is installed, reached and fenced in."""
 
     repo: str = Field(default="https://charts.loft.sh", pattern=_CHART_REPO)
+    expose: Literal["nodePort", "sni"] = Field(
+        default="nodePort",
+        description="nodePort: each API at https://<host.address>:<its node port>. sni: every API on the "
+        "host's port 443, routed by hostname, at https://<tenant>.<domain>.",
+    )
+    domain: DnsName | None = Field(
+        default=None, description="With expose sni: each tenant's API is https://<tenant>.<domain>."
+    )
     admission: Literal["mutate", "validate"] = Field(
         default="mutate",
         description="mutate: pin pods to their queue and KAI (Kubernetes 1.36+). "
@@ -205,33 +235,22 @@ class VClusterConfig(ConfigModel):
         return tenant.pod_security or self.pod_security
 
 
-def derived_node_port(tenant: str) -> int:
-    """A port that depends on the name alone, so adding or reordering tenants moves no one."""
-    digest = int.from_bytes(hashlib.sha256(tenant.encode()).digest()[:8], "big")
-    return NODE_PORT_RANGE.start + digest % len(NODE_PORT_RANGE)
-
-
-def node_ports(tenants: Sequence[TenantConfig]) -> dict[str, int]:
-    return {t.name: t.node_port if t.node_port is not None else derived_node_port(t.name) for t in tenants}
-
-
 def node_port_issues(tenants: Sequence[TenantConfig]) -> list[ConfigIssue]:
-    """Two tenants on one port: never resolved silently, since moving a port breaks a handed-out kubeconfig."""
+    """Two tenants given one port: never resolved silently, since moving a port breaks a handed-out kubeconfig."""
     issues = []
     owners: dict[int, str] = {}
     for index, tenant in enumerate(tenants):
-        if tenant.name in owners.values():
-            continue  # a duplicate name is reported on its own
-        port = tenant.node_port if tenant.node_port is not None else derived_node_port(tenant.name)
-        if port in owners:
+        if tenant.node_port is None:
+            continue
+        if tenant.node_port in owners:
             path: Path = ("tenants", index, "nodePort")
             issues.append(
                 ConfigIssue(
                     path,
-                    port,
-                    f"is already the API port of tenant {owners[port]!r}: set a free nodePort "
-                    f"({NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}) on one of them",
+                    tenant.node_port,
+                    f"is already the API port of tenant {owners[tenant.node_port]!r}: set a free nodePort "
+                    f"({NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1}) on one of them, or leave it unset",
                 )
             )
-        owners.setdefault(port, tenant.name)
+        owners.setdefault(tenant.node_port, tenant.name)
     return issues

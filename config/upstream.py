@@ -157,3 +157,18 @@ GPU_SHARING_CONFIGMAP = r"-shared-gpu-i?[0-9]+(-evar)?$"
 KAI_BINDER_USER = "system:serviceaccount:{namespace}:binder"
 # The binder writes a fraction's ConfigMaps at bind time and runs as ServiceAccount binder in KAI's
 # namespace: pkg/operator/operands/binder/resources.go (defaultResourceName) @v0.16.4.
+
+# --- Traefik, MicroK8s' ingress add-on (expose: sni) ------------------------------------------------
+
+TRAEFIK_API_VERSION = "traefik.io/v1alpha1"
+TRAEFIK_TLS_ENTRYPOINT = "websecure"
+# MicroK8s 1.36's `ingress` add-on installs Traefik (chart 39.0.8, Traefik v3.6.13) in namespace ingress on
+# every node, with its CRDs (IngressRouteTCP among them), the kubernetesCRD provider on, cross-namespace
+# references off, and the entrypoint websecure on hostPort 443: canonical/microk8s-core-addons
+# addons/ingress/enable, values.yaml @f689811 (which downloads the chart when enabled); traefik/traefik-helm-chart
+# traefik/values.yaml (kubernetesCRD) @v39.0.8. A TCP router with HostSNI and tls.passthrough on websecure is
+# tried before the HTTP routers there: traefik/traefik docs/content/reference/routing-configuration/kubernetes/
+# crd/tcp/ingressroutetcp.md @v3.6.13. vCluster's own controlPlane.ingress wants ingress-nginx's
+# annotations and controlPlane.tlsRoute a Gateway with a Passthrough listener, which the add-on does not
+# set up: loft-sh/vcluster chart/templates/ingress.yaml, tlsroute.yaml @v0.35.1.
+MICROK8S_INGRESS_ADDON = "ingress"

@@ -120,8 +120,18 @@ def tenant_kubeconfig(tenant: str) -> str:
     )
 
 
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
 class RealisticMocks(Mocks):
-    """Outputs shaped like the real providers', so code that reads outputs is exercised."""
+    """Outputs shaped like the real providers', so code that reads outputs is exercised.
+
+    `previous` is what the stack exported on its previous `up` ({} for a fresh stack), which
+    a StackReference to the stack itself reads.
+    """
+
+    def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
+        self.previous = dict(previous or {})
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
@@ -130,7 +140,7 @@ class RealisticMocks(Mocks):
         if args.typ.startswith("command:"):
             step = next((key for key in COMMAND_STDOUT if args.name.endswith(f"-{key}")), None)
             return f"{args.name}-id", {**inputs, "stdout": COMMAND_STDOUT.get(step or "", ""), "stderr": ""}
-        if args.resource_id and args.typ in {"kubernetes:core/v1:Secret", "kubernetes:core/v1:Node"}:
+        if args.resource_id and args.typ in {STACK_REFERENCE, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Node"}:
             return args.resource_id, self._read(args.typ, args.resource_id)
         if args.typ == "kubernetes:helm.sh/v3:Release":
             plain, _ = _unwrap(inputs)
@@ -151,7 +161,9 @@ class RealisticMocks(Mocks):
         return f"{args.name}-id", inputs
 
     def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
-        """What the cluster holds once the gates have passed: a tenant's kubeconfig, a GPU node."""
+        """What a read finds once the gates have passed: a tenant's kubeconfig, a GPU node, the last `up`'s outputs."""
+        if typ == STACK_REFERENCE:
+            return {"name": resource_id, "outputs": self.previous, "secretOutputNames": []}
         if typ == "kubernetes:core/v1:Node":
             return {
                 "metadata": {"name": resource_id, "labels": GPU_NODE_LABELS},
@@ -178,6 +190,9 @@ class FreshPreviewMocks(RealisticMocks):
     """
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:
+            # Read in a preview too, and a fresh stack has exported nothing yet.
+            return args.resource_id, self._read(args.typ, str(args.resource_id))
         if args.resource_id:
             # A read whose id is still unknown is skipped by the engine in a preview.
             return "", {}
@@ -279,20 +294,27 @@ def run_pulumi(
     attempt: Attempt | None = None,
     *,
     preview: bool = False,
+    previous: Mapping[str, Any] | None = None,
 ) -> ProgramRun:
     """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy.
 
     With `preview`, the run is a dry run of a fresh stack (see FreshPreviewMocks).
     """
     attempt = attempt or Attempt()
-    monitor = RecordingMonitor(FreshPreviewMocks() if preview else RealisticMocks())
+    monitor = RecordingMonitor(FreshPreviewMocks(previous) if preview else RealisticMocks(previous))
     capture = _LogCapture()
     logger = logging.getLogger(f"gpu-tenancy-tests-{id(monitor)}")
     logger.addHandler(capture)
     logger.propagate = False
     logger.setLevel(logging.INFO)
     pulumi.runtime.set_mocks(
-        monitor.mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor, logger=logger
+        monitor.mocks,
+        project=PROJECT,
+        stack=stack,
+        preview=preview,
+        monitor=monitor,
+        logger=logger,
+        organization="organization",
     )
     all_config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
     all_config.update({f"{PROJECT}:{k}": v for k, v in (secrets or {}).items()})
@@ -339,20 +361,21 @@ def run_main(
     *,
     preview: bool = False,
     shared: bool = True,
+    previous: Mapping[str, Any] | None = None,
 ) -> ProgramRun:
     """Run `__main__.py` exactly as `pulumi up` (or, with `preview`, a fresh stack's `pulumi preview`) would.
 
     The program is deterministic (a test runs it twice with `shared=False` to check), so a run is
     shared by every test that asks for the same inputs; tests treat it as read-only.
     """
-    key = json.dumps([config, secrets or {}, stack, preview], sort_keys=True)
+    key = json.dumps([config, secrets or {}, stack, preview, previous or {}], sort_keys=True)
     return _cached_run(key) if shared else _cached_run.__wrapped__(key)
 
 
 @functools.cache
 def _cached_run(key: str) -> ProgramRun:
-    config, secrets, stack, preview = json.loads(key)
-    return run_pulumi(_main, config=config, secrets=secrets, stack=stack, preview=preview)
+    config, secrets, stack, preview, previous = json.loads(key)
+    return run_pulumi(_main, config=config, secrets=secrets, stack=stack, preview=preview, previous=previous)
 
 
 def attempt_main(

@@ -219,6 +219,33 @@ BAD_CONFIGS = [
         "'install', 'adopt' or 'skip'",
     ),
     (
+        "sni-without-a-domain",
+        lambda c: c.update(vcluster={"expose": "sni"}),
+        "gpu-tenancy:vcluster.domain",
+        "https://<tenant>.<domain>",
+    ),
+    (
+        "sni-with-a-node-port",
+        lambda c: (
+            c.update(vcluster={"expose": "sni", "domain": "gpu.example.com"}),
+            c["tenants"][1].update(nodePort=30100),
+        ),
+        "gpu-tenancy:tenants[1].nodePort",
+        "not used with vcluster.expose sni",
+    ),
+    (
+        "domain-with-a-scheme",
+        lambda c: c.update(vcluster={"expose": "sni", "domain": "https://gpu.example.com"}),
+        "gpu-tenancy:vcluster.domain",
+        "lowercase DNS domain",
+    ),
+    (
+        "tenant-sets-its-kubelet-node-port",
+        lambda c: c["tenants"][0].update(values={"controlPlane": {"service": {"kubeletNodePort": 31000}}}),
+        "gpu-tenancy:tenants[0].values.controlPlane.service.kubeletNodePort",
+        "assigns it once and keeps it",
+    ),
+    (
         "tenant-loosens-its-own-policies",
         lambda c: c["tenants"][0].update(values={"policies": {"networkPolicy": {"enabled": False}}}),
         "gpu-tenancy:tenants[0].values.policies",

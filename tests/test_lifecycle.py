@@ -66,7 +66,8 @@ def test_a_fresh_preview_registers_the_whole_stack(fresh_preview: tuple[str, Pro
 def test_a_fresh_preview_reads_nothing_that_does_not_exist_yet(fresh_preview: tuple[str, ProgramRun]) -> None:
     """A read with a known id is performed during preview, and fails against an object no one created yet."""
     _, preview = fresh_preview
-    reads = [r for r in preview.registrations if r.read]
+    # The stack's reference to itself is the exception: `pulumi stack init` made the stack.
+    reads = [r for r in preview.registrations if r.read and r.type != "pulumi:pulumi:StackReference"]
     assert reads, "the stack reads the tenants' kubeconfigs"
     for read in reads:
         assert read.import_id == "04da6b54-80e4-46f7-96ec-b56ff0331ba9", f"{read.name} reads {read.import_id}"

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from components.kubeconfigs import with_server
-from config.tenants import derived_node_port
+from config.node_ports import hashed_port
 from tests.conftest import dev_settings, queue_schema_errors, reference_file
 from tests.harness import FAKE_HOST_KUBECONFIG, ProgramRun, Registration, run_main, tenant_kubeconfig
 
@@ -107,7 +107,9 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
 
 
 def test_stack_outputs(dev_run: ProgramRun) -> None:
-    exports = {key: exported.value for key, exported in dev_run.exports.items() if key != "queuePlan"}
+    exports = {
+        key: exported.value for key, exported in dev_run.exports.items() if key not in {"queuePlan", "nodePorts"}
+    }
     assert exports == {
         "hostKubeconfig": FAKE_HOST_KUBECONFIG,
         "hostAddress": "198.51.100.7",
@@ -118,10 +120,10 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
         "queues": ["ml-org", "team-nlp", "team-vision", "team-recommender"],
         "leafQueues": ["team-nlp", "team-vision", "team-recommender"],
         "tenantKubeconfigs": {
-            team: with_server(tenant_kubeconfig(team), f"https://198.51.100.7:{derived_node_port(team)}")
+            team: with_server(tenant_kubeconfig(team), f"https://198.51.100.7:{hashed_port(team, 'https')}")
             for team in TEAMS
         },
-        "tenantEndpoints": {team: f"https://198.51.100.7:{derived_node_port(team)}" for team in TEAMS},
+        "tenantEndpoints": {team: f"https://198.51.100.7:{hashed_port(team, 'https')}" for team in TEAMS},
     }
 
 
