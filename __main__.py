@@ -82,6 +82,7 @@ tenants = {
             host_address=host.address,
             api_port=host.api_port,
             host_cluster_identifier=host.cluster_identifier,
+            control_plane_node=host.control_plane_node,
             provider=host.provider,
             admission=admission,
         ),

@@ -57,7 +57,7 @@ class GateStep:
     """One kubectl invocation (arguments after `kubectl`); the gate passes once every step succeeded, in order."""
 
     name: str
-    args: tuple[str, ...]
+    args: tuple[pulumi.Input[str], ...]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ example by KAI's reservation pods. Running a GPU workload is a real-host check
 (docs/operations.md).
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -27,14 +27,25 @@ def _jsonpath_key(key: str) -> str:
     return key.replace(".", "\\.")
 
 
-def gpu_gate_steps(operator_namespace: str | None, timeout_seconds: int) -> tuple[GateStep, ...]:
-    """kubectl steps, in order; `operator_namespace` is None when this stack neither installs nor adopts one."""
+def gpu_gate_steps(
+    operator_namespace: str | None, timeout_seconds: int, nodes: Sequence[pulumi.Input[str]] = ()
+) -> tuple[GateStep, ...]:
+    """kubectl steps, in order; `operator_namespace` is None when this stack neither installs nor adopts one.
+
+    `nodes` are the GPU machines this stack built: each must be labelled a GPU node before the
+    allocatable check, which covers only the nodes labelled by then.
+    """
     timeout = f"--timeout={timeout_seconds}s"
     gpu_nodes = f"--selector={GPU_NODE_LABEL}=true"
+    labelled = f"--for=jsonpath={{.metadata.labels.{_jsonpath_key(GPU_NODE_LABEL)}}}=true"
     steps = [
         # A selector that matches nothing yet is waited on with --for=create; the jsonpath wait would fail
         # at once ("no matching resources found"): kubernetes/kubectl pkg/cmd/wait/wait.go @v0.36.0.
         GateStep("gpu-node-labelled", ("wait", "--for=create", "nodes", gpu_nodes, timeout)),
+        *(
+            GateStep(f"gpu-node-{index}-labelled", ("wait", pulumi.Output.concat("node/", node), labelled, timeout))
+            for index, node in enumerate(nodes)
+        ),
         # Without a value, --for=jsonpath waits until the key exists on every matching node.
         GateStep(
             "gpus-allocatable",

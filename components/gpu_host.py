@@ -15,14 +15,17 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
+from components.brev_machine import brev_machine
 from components.gate_job import Gate
 from components.gpu_gate import gpu_gate_grants, gpu_gate_steps, gpu_node_facts
 from components.gpu_operator_values import operator_release_spec
 from components.helm import ReleaseSpec, helm_release
-from components.host_facts import parse_brev_ssh, parse_preflight
-from components.host_scripts import MARKER_DIR, remote_command, render_script
+from components.host_facts import parse_preflight
+from components.host_scripts import MARKER_DIR, remote_command
+from components.host_workers import ControlPlane, Worker, WorkerChecks, join_workers
 from components.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
 from components.labels import MANAGED_BY, object_name
+from components.remote_steps import remote_step
 from config.host import BrevHost, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost, SshHost
 from config.platform import VersionsConfig
 from config.upstream import GPU_OPERATOR_COMPONENT_LABEL
@@ -34,7 +37,6 @@ binds to: canonical/microk8s-core-addons addons.yaml, addons/hostpath-storage/en
 MicroK8s 1.36 bundles)."""
 
 OPERATOR_TIMEOUT_SECONDS = 900
-BREV_READY_TIMEOUT_SECONDS = 900
 PRIVILEGED_NAMESPACE = {
     # The operator's node components are privileged; clusters enforcing Pod Security would refuse them
     # (Pod Security admission reads this label: kubernetes/pod-security-admission api/constants.go EnforceLevelLabel).
@@ -64,8 +66,11 @@ class _Cluster:
     identifier: str
     ready: Sequence[pulumi.Resource]
     """What must finish before anything is installed in the cluster."""
-    gpu_node: pulumi.Output[str] | None
-    """The Kubernetes node of the GPU machine this stack built; None for a cluster it did not build."""
+    gpu_nodes: Sequence[pulumi.Output[str]] = ()
+    """The Kubernetes nodes of the GPU machines this stack built, control plane first; none for a cluster
+    it did not build."""
+    workers_ready: Sequence[pulumi.Resource] = ()
+    """One per worker: done once its node is Ready."""
 
 
 class GpuHost(pulumi.ComponentResource):
@@ -76,7 +81,8 @@ class GpuHost(pulumi.ComponentResource):
     api_port: pulumi.Output[int]
     """Port of the API server; pods reach it there, behind the `kubernetes` Service."""
     gpu: pulumi.Output[dict[str, Any] | None]
-    """Per GPU node this stack built: name, memoryMiB, driverVersion and count, as the cluster advertises them.
+    """Per GPU node this stack built (control plane and workers): name, memoryMiB, driverVersion and count,
+    as the cluster advertises them.
 
     None in kubeconfig mode, where the stack does not know the cluster's nodes."""
     preflight: pulumi.Output[dict[str, Any] | None]
@@ -85,6 +91,8 @@ class GpuHost(pulumi.ComponentResource):
     """Kubernetes provider for the host cluster."""
     cluster_identifier: str
     """The provider's stable identity, from config alone (e.g. brev/<name>); tenant providers derive theirs."""
+    control_plane_node: pulumi.Output[str] | None
+    """The node running MicroK8s' control plane and holding the hostpath volumes; None in kubeconfig mode."""
     ready: k8s.batch.v1.Job
     """Depend on this to run only once every GPU node offers its GPUs."""
 
@@ -111,7 +119,8 @@ class GpuHost(pulumi.ComponentResource):
         )
         operator = self._gpu_operator(cluster)
         self.ready = self._gate(operator, cluster)
-        self.gpu = self._gpu_node(cluster.gpu_node)
+        self.gpu = self._gpu_nodes(cluster.gpu_nodes)
+        self.control_plane_node = cluster.gpu_nodes[0] if cluster.gpu_nodes else None
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address = cluster.address
         self.api_port = cluster.api_port
@@ -122,6 +131,7 @@ class GpuHost(pulumi.ComponentResource):
                 "api_port": self.api_port,
                 "gpu": self.gpu,
                 "preflight": self.preflight,
+                "control_plane_node": self.control_plane_node,
             }
         )
 
@@ -132,62 +142,24 @@ class GpuHost(pulumi.ComponentResource):
         # The server address is not a credential, though it comes out of one.
         address = host.address or pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_host))
         api_port = pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_port))
-        return _Cluster(
-            kubeconfig, pulumi.Output.from_input(address), api_port, f"kubeconfig/{host.cluster_id}", (), None
-        )
+        return _Cluster(kubeconfig, pulumi.Output.from_input(address), api_port, f"kubeconfig/{host.cluster_id}", ())
 
     def _connection(self, host: BrevHost | SshHost) -> tuple[pulumi.Output[Any], pulumi.Output[str], str]:
-        """SSH connection (secret), the host's address, and a stable cluster identity."""
+        """SSH connection to the control plane (secret), the host's address, and a stable cluster identity."""
         if isinstance(host, SshHost):
-            if self._args.ssh_private_key is None:
-                raise ValueError("ssh mode needs the sshPrivateKey secret")
-            connection = self._args.ssh_private_key.apply(
-                lambda key: {"host": host.address, "user": host.user, "port": host.port, "privateKey": key}
-            )
-            return pulumi.Output.secret(connection), pulumi.Output.from_input(host.address), f"ssh/{host.address}"
+            connection = self._ssh_connection(host.address, host.user, host.port)
+            return connection, pulumi.Output.from_input(host.address), f"ssh/{host.address}"
+        connection, address, _ = brev_machine(host, host.name, self._name, role="control-plane", parent=self)
+        return connection, address, f"brev/{host.name}"
 
-        local = pulumi.ResourceOptions(parent=self)
-        spec = {
-            "BREV_NAME": host.name,
-            "BREV_GPU_NAME": host.gpu_name,
-            "BREV_CLOUD": host.cloud,
-            "BREV_INSTANCE_TYPE": host.instance_type or "",
-        }
-        ensure = render_script(
-            "brev-instance.sh", {**spec, "ACTION": "ensure", "READY_TIMEOUT_SECONDS": str(BREV_READY_TIMEOUT_SECONDS)}
+    def _ssh_connection(self, address: str, user: str, port: int) -> pulumi.Output[Any]:
+        """A connection with the stack's SSH key (secret)."""
+        if self._args.ssh_private_key is None:
+            raise ValueError("ssh mode needs the sshPrivateKey secret")
+        connection = self._args.ssh_private_key.apply(
+            lambda key: {"host": address, "user": user, "port": port, "privateKey": key}
         )
-        instance = command.local.Command(
-            f"{self._name}-brev-instance",
-            create=ensure,
-            # An update (e.g. a new deleteOnDestroy) must carry the created=true marker on: pulumi-command
-            # runs `update` (else `create`) on an input change, with the last output in PULUMI_COMMAND_STDOUT.
-            update=ensure,
-            delete=render_script(
-                "brev-instance.sh",
-                {"ACTION": "delete", "BREV_NAME": host.name, "DELETE_ON_DESTROY": str(host.delete_on_destroy).lower()},
-            ),
-            # Another instance (a new name, GPU or cloud) is a new resource: the old one's delete step runs
-            # once the new one exists (pulumi/pulumi-command provider/pkg/provider/common/inputs.go @v1.2.1).
-            triggers=list(spec.values()),
-            interpreter=["/bin/bash", "-c"],
-            add_previous_output_in_env=True,
-            opts=local,
-        )
-        ssh = command.local.Command(
-            f"{self._name}-brev-ssh",
-            create=render_script("brev-ssh.sh", {"BREV_NAME": host.name}),
-            interpreter=["/bin/bash", "-c"],
-            triggers=[instance.id],
-            # The output carries the instance's private key: secret in state and never logged.
-            logging=command.local.Logging.STDERR,
-            opts=local.merge(pulumi.ResourceOptions(additional_secret_outputs=["stdout"], depends_on=[instance])),
-        )
-        endpoint = ssh.stdout.apply(parse_brev_ssh)
-        connection = endpoint.apply(
-            lambda e: {"host": e.address, "user": e.user, "port": e.port, "privateKey": e.private_key}
-        )
-        address = pulumi.Output.unsecret(endpoint.apply(lambda e: e.address))
-        return pulumi.Output.secret(connection), address, f"brev/{host.name}"
+        return pulumi.Output.secret(connection)
 
     def _bootstrap(self, host: BrevHost | SshHost) -> _Cluster:
         connection, address, identifier = self._connection(host)
@@ -206,27 +178,17 @@ class GpuHost(pulumi.ComponentResource):
             delete: str | None = None,
             secret_output: bool = False,
         ) -> command.remote.Command:
-            """One bootstrap step, after the previous one.
-
-            A changed script (new inputs) re-runs it in place; a changed trigger replaces it,
-            which also re-runs it. Only steps without a delete command take triggers: replacing
-            the MicroK8s step would run its teardown. A step whose output is a credential keeps
-            it out of the logs (pulumi-command streams stdout by default, and secretness applies
-            only to state: provider/pkg/provider/local/commandOutputs.go @v1.2.1).
-            """
-            rendered = pulumi.Output.all(**inputs).apply(lambda values: remote_command(script, values))
-            created = command.remote.Command(
+            """One bootstrap step on the control plane, after the previous one."""
+            created = remote_step(
                 f"{self._name}-{suffix}",
                 connection=connection,
-                create=rendered,
+                script=script,
+                inputs=inputs,
+                parent=self,
+                after=previous,
+                triggers=triggers,
                 delete=delete,
-                triggers=list(triggers) or None,
-                logging=command.remote.Logging.STDERR if secret_output else None,
-                opts=pulumi.ResourceOptions(
-                    parent=self,
-                    depends_on=list(previous),
-                    additional_secret_outputs=["stdout"] if secret_output else None,
-                ),
+                secret_output=secret_output,
             )
             previous[:] = [created]
             return created
@@ -274,8 +236,37 @@ class GpuHost(pulumi.ComponentResource):
                 )
             ]
         node = facts.apply(lambda found: str(found["nodeName"]))
+        workers = join_workers(
+            self._name,
+            self._workers(host),
+            control_plane=ControlPlane(connection, address, running=kubeconfig),
+            checks=WorkerChecks(channel, expect, host.expected_gpu),
+            parent=self,
+        )
         api_port = pulumi.Output.from_input(host.api_port)
-        return _Cluster(pulumi.Output.secret(kubeconfig.stdout), address, api_port, identifier, ready, node)
+        return _Cluster(
+            pulumi.Output.secret(kubeconfig.stdout),
+            address,
+            api_port,
+            identifier,
+            ready,
+            gpu_nodes=[node, *workers.nodes],
+            workers_ready=workers.ready,
+        )
+
+    def _workers(self, host: BrevHost | SshHost) -> list[Worker]:
+        if isinstance(host, BrevHost):
+            workers = []
+            for index, instance in enumerate(host.worker_names, start=1):
+                connection, _, after = brev_machine(
+                    host, instance, f"{self._name}-w{index}", role="worker", parent=self
+                )
+                workers.append(Worker(f"w{index}", connection, after))
+            return workers
+        return [
+            Worker(worker.address, self._ssh_connection(worker.address, worker.user or host.user, worker.port))
+            for worker in host.workers
+        ]
 
     def _gpu_operator(self, cluster: _Cluster) -> k8s.helm.v3.Release | None:
         settings = self._args.gpu_operator
@@ -331,29 +322,35 @@ class GpuHost(pulumi.ComponentResource):
             "gpu-gate",
             resource_name=f"{self._name}-gpu-gate",
             namespace=object_name(namespace),
-            steps=gpu_gate_steps(operator_namespace, self._args.gpu_gate.timeout_seconds),
+            steps=gpu_gate_steps(operator_namespace, self._args.gpu_gate.timeout_seconds, cluster.gpu_nodes),
             grants=gpu_gate_grants(operator_namespace),
             kubectl_version=self._args.versions.kubectl,
             timeout_seconds=self._args.gpu_gate.timeout_seconds,
             # Another operator (or its values) or another MicroK8s re-runs the gate.
             vouches_for={
                 "operator": self._operator_spec() if settings.mode == "install" else settings.mode,
-                "microk8s": self._args.versions.microk8s if cluster.gpu_node is not None else None,
+                "microk8s": self._args.versions.microk8s if cluster.gpu_nodes else None,
             },
-            depends_on=[operator] if operator else [],
+            # Every worker is a GPU node the gate must see.
+            depends_on=[*([operator] if operator else []), *cluster.workers_ready],
             opts=child,
         )
         return gate.job
 
-    def _gpu_node(self, name: pulumi.Output[str] | None) -> pulumi.Output[dict[str, Any] | None]:
-        """The GPU node this stack built, read once the gate passed (its id is unknown until then)."""
-        if name is None:
+    def _gpu_nodes(self, names: Sequence[pulumi.Output[str]]) -> pulumi.Output[dict[str, Any] | None]:
+        """The GPU nodes this stack built, read once the gate passed (their ids are unknown until then)."""
+        if not names:
             return pulumi.Output.from_input(None)
         child = pulumi.ResourceOptions(parent=self, provider=self.provider)
-        node_name = pulumi.Output.all(name, self.ready.id).apply(lambda parts: parts[0])
-        node = k8s.core.v1.Node.get(f"{self._name}-gpu-node", node_name, opts=child)
-        # Output types are dicts too, so the same lookups read a node in a real run and under mocks.
-        facts = pulumi.Output.all(node.metadata, node.status).apply(
-            lambda parts: gpu_node_facts(parts[0].get("labels"), (parts[1] or {}).get("allocatable"))
-        )
-        return pulumi.Output.all(node_name, facts).apply(lambda parts: {parts[0]: parts[1]})
+        found = []
+        for index, name in enumerate(names):
+            node_name = pulumi.Output.all(name, self.ready.id).apply(lambda parts: parts[0])
+            # The control plane's read keeps the name it had before workers existed.
+            suffix = "gpu-node" if index == 0 else f"gpu-node-{index}"
+            node = k8s.core.v1.Node.get(f"{self._name}-{suffix}", node_name, opts=child)
+            # Output types are dicts too, so the same lookups read a node in a real run and under mocks.
+            facts = pulumi.Output.all(node.metadata, node.status).apply(
+                lambda parts: gpu_node_facts(parts[0].get("labels"), (parts[1] or {}).get("allocatable"))
+            )
+            found.append(pulumi.Output.all(node_name, facts))
+        return pulumi.Output.all(*found).apply(lambda pairs: {name: facts for name, facts in pairs})

@@ -1,8 +1,12 @@
 """Reading what host scripts report: `key=value` lines."""
 
 import base64
+import ipaddress
+import json
 from dataclasses import dataclass
 from typing import Any
+
+from config.upstream import CLUSTER_AGENT_PORT
 
 
 def key_values(stdout: str) -> dict[str, list[str]]:
@@ -61,3 +65,46 @@ def parse_preflight(stdout: str) -> dict[str, Any]:
         "driverVersion": gpus[0]["driverVersion"],
         "gpus": gpus,
     }
+
+
+@dataclass(frozen=True)
+class JoinTicket:
+    """What `microk8s add-node --format json` prints: the single-use token (with the CA check) and join URLs."""
+
+    token: str
+    urls: tuple[str, ...]
+
+
+def parse_join_tickets(stdout: str) -> dict[str, JoinTicket]:
+    """worker-tokens.sh's `join.<node>=<json>` lines, by node name."""
+    tickets = {}
+    for key, values in key_values(stdout).items():
+        node = key.removeprefix("join.")
+        if node == key:
+            continue
+        ticket = json.loads(_single({key: values}, key, "worker-tokens.sh"))
+        tickets[node] = JoinTicket(token=str(ticket["token"]), urls=tuple(str(url) for url in ticket["urls"]))
+    return tickets
+
+
+def join_urls(ticket: JoinTicket | None, control_plane_address: str) -> str:
+    """The URLs a worker tries, in order, space-separated; empty without a ticket (the worker joined already).
+
+    add-node lists one URL per address of the control plane's interfaces; `microk8s join` takes an IP
+    literal only, so IPv6 ones are left out. A cloud VM's public address is on no interface: when the
+    host's address is an IPv4 address, a URL for it is tried last.
+    """
+    if ticket is None:
+        return ""
+    urls = [url for url in ticket.urls if _ipv4(url.split("/", 1)[0].rpartition(":")[0])]
+    public = f"{control_plane_address}:{CLUSTER_AGENT_PORT}/{ticket.token}"
+    if _ipv4(control_plane_address) and public not in urls:
+        urls.append(public)
+    return " ".join(urls)
+
+
+def _ipv4(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv4Address)
+    except ValueError:
+        return False

@@ -54,6 +54,8 @@ class VClusterTenantArgs:
     """The host provider's identity; the tenant's provider derives its own from it."""
     provider: k8s.Provider
     """The host cluster's provider."""
+    control_plane_node: pulumi.Input[str] | None
+    """The node the vCluster's control plane must run on (the one holding its volume); None: anywhere."""
     admission: Sequence[pulumi.Resource]
     """The tenant admission policies' bindings (TenantAdmission.ready): the only thing a tenant waits for.
 
@@ -102,8 +104,10 @@ class VClusterTenant(pulumi.ComponentResource):
         endpoint = pulumi.Output.all(args.host_address, args.ports).apply(
             lambda parts: tenant_endpoint(tenant, args.settings, host_address=parts[0], ports=parts[1])
         )
-        values = pulumi.Output.all(endpoint, args.api_port).apply(
-            lambda parts: vcluster_values(tenant, endpoint=parts[0], api_port=parts[1], settings=args.settings)
+        values = pulumi.Output.all(endpoint, args.api_port, args.control_plane_node).apply(
+            lambda parts: vcluster_values(
+                tenant, endpoint=parts[0], api_port=parts[1], settings=args.settings, control_plane_node=parts[2]
+            )
         )
         release = helm_release(
             f"{name}-vcluster",

@@ -16,7 +16,12 @@ from typing import Any
 from components.merge import deep_merge
 from config.node_ports import TenantPorts
 from config.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
-from config.upstream import KUBECONFIG_SECRET_PREFIX, TRAEFIK_TLS_ENTRYPOINT, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
+from config.upstream import (
+    HOSTNAME_LABEL,
+    KUBECONFIG_SECRET_PREFIX,
+    TRAEFIK_TLS_ENTRYPOINT,
+    VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT,
+)
 
 PERSISTENCE_PATH = ("controlPlane", "statefulSet", "persistence")
 """Rendered into the StatefulSet's volumeClaimTemplates, which Kubernetes refuses to change
@@ -160,8 +165,15 @@ def _policies(
 
 
 def vcluster_values(
-    tenant: TenantConfig, *, endpoint: Endpoint, api_port: int, settings: VClusterConfig
+    tenant: TenantConfig,
+    *,
+    endpoint: Endpoint,
+    api_port: int,
+    settings: VClusterConfig,
+    control_plane_node: str | None = None,
 ) -> dict[str, Any]:
+    """The tenant's vCluster values. `control_plane_node` pins its control plane to the node whose
+    hostpath volumes it uses, so removing a worker strands no team's state."""
     volume_claim: dict[str, Any] = {"enabled": True, "size": settings.persistence_size}
     if settings.storage_class:
         volume_claim["storageClass"] = settings.storage_class
@@ -185,6 +197,11 @@ def vcluster_values(
         "exportKubeConfig": {"server": endpoint.url, "context": tenant.name},
     }
     values = deep_merge(defaults, tenant.values)
+    if control_plane_node is not None:
+        # The chart copies scheduling.nodeSelector into the StatefulSet's pod (loft-sh/vcluster
+        # chart/templates/statefulset.yaml @v0.35.1); the kubelet labels its node with its hostname.
+        scheduling = {"nodeSelector": {HOSTNAME_LABEL: control_plane_node}}
+        values = deep_merge(values, {"controlPlane": {"statefulSet": {"scheduling": scheduling}}})
     node_ports = 0 if endpoint.ports is None else 1 + (endpoint.ports.kubelet is not None)
     quota = {
         **settings.quota_for(tenant),

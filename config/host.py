@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from config.issues import ConfigIssue
+from config.names import DNS_LABEL_MAX
 from config.types import ConfigModel, HelmReleaseName, KubernetesName, dns_label, require_str
 from config.upstream import SET_AS_DEFAULT_ENVS
 
@@ -55,6 +56,7 @@ def _microk8s_channel(value: str) -> str:
 HostAddress = Annotated[str, BeforeValidator(require_str), AfterValidator(_address)]
 Microk8sChannel = Annotated[str, BeforeValidator(require_str), AfterValidator(_microk8s_channel)]
 UbuntuRelease = Annotated[str, BeforeValidator(require_str), Field(pattern=r"^\d{2}\.\d{2}$")]
+UnixUser = Annotated[str, BeforeValidator(require_str), Field(min_length=1, pattern=r"^[a-z_][a-z0-9_-]*$")]
 BrevName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Brev instance name")]
 
 
@@ -75,6 +77,10 @@ class _BootstrapHost(ConfigModel):
     api_port: int = Field(default=16443, ge=1, le=65535, description="MicroK8s' API server port.")
 
 
+MAX_WORKERS = 32
+"""More GPU machines than this want a cluster with more than one control plane."""
+
+
 class BrevHost(_BootstrapHost):
     """A Brev instance, created by this stack unless one of that name already exists."""
 
@@ -88,10 +94,41 @@ class BrevHost(_BootstrapHost):
     delete_on_destroy: bool = Field(
         default=False, description="Delete the instance on `pulumi destroy` (only if this stack created it)."
     )
+    workers: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_WORKERS,
+        description="Extra GPU instances, named <name>-w1, <name>-w2, ..., with the same GPU filter, "
+        "that join the cluster as MicroK8s workers.",
+    )
 
     @property
     def expected_gpu(self) -> str:
         return self.expect.gpu_name or self.gpu_name
+
+    @property
+    def worker_names(self) -> list[str]:
+        """The Brev instances of the workers; lowering `workers` removes the highest-numbered first."""
+        return [f"{self.name}-w{index}" for index in range(1, self.workers + 1)]
+
+    @model_validator(mode="after")
+    def _worker_names_fit(self) -> "BrevHost":
+        longest = f"{self.name}-w{self.workers}"
+        if self.workers and len(longest) > DNS_LABEL_MAX:
+            raise ConfigIssue(
+                ("workers",),
+                self.workers,
+                f"would name a worker instance {longest!r}, longer than {DNS_LABEL_MAX} characters: shorten host.name",
+            )
+        return self
+
+
+class SshWorker(ConfigModel):
+    """Another GPU machine that joins the cluster as a MicroK8s worker, reached with the same SSH key."""
+
+    address: HostAddress
+    user: UnixUser | None = Field(default=None, description="Defaults to host.user.")
+    port: int = Field(default=22, ge=1, le=65535)
 
 
 class SshHost(_BootstrapHost):
@@ -99,12 +136,30 @@ class SshHost(_BootstrapHost):
 
     mode: Literal["ssh"]
     address: HostAddress
-    user: str = Field(default="ubuntu", min_length=1, pattern=r"^[a-z_][a-z0-9_-]*$")
+    user: UnixUser = "ubuntu"
     port: int = Field(default=22, ge=1, le=65535)
+    workers: list[SshWorker] = Field(
+        default_factory=list,
+        max_length=MAX_WORKERS,
+        description="GPU machines that join the cluster as MicroK8s workers; the host runs the control plane.",
+    )
 
     @property
     def expected_gpu(self) -> str | None:
         return self.expect.gpu_name
+
+    @model_validator(mode="after")
+    def _workers_are_other_machines(self) -> "SshHost":
+        seen = {self.address: "host.address"}
+        for index, worker in enumerate(self.workers):
+            if worker.address in seen:
+                raise ConfigIssue(
+                    ("workers", index, "address"),
+                    worker.address,
+                    f"is already {seen[worker.address]}: each worker is another machine, listed once",
+                )
+            seen[worker.address] = f"workers[{index}].address"
+        return self
 
 
 class KubeconfigHost(ConfigModel):

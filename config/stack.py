@@ -14,6 +14,15 @@ from config.queues import QueueConfig
 from config.tenants import TenantConfig, VClusterConfig, node_port_issues
 from config.types import ConfigModel
 
+CONTROL_PLANE_NODE_SELECTOR = ("controlPlane", "statefulSet", "scheduling", "nodeSelector")
+
+
+def _lookup(values: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = values
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
 
 class StackConfig(ConfigModel):
     """Plain (non-secret) stack settings. Secrets such as the kubeconfig never enter this model."""
@@ -114,6 +123,17 @@ class StackConfig(ConfigModel):
                     "(or of a load balancer in front of the nodes) that the teams can reach",
                 )
             )
+        if self.bootstraps_host:
+            issues += [
+                ConfigIssue(
+                    ("tenants", i, "values", *CONTROL_PLANE_NODE_SELECTOR),
+                    selector,
+                    "is set by gpu-tenancy on a cluster it builds: every control plane runs on the control-plane "
+                    "node, where its hostpath volume lives, so removing a worker strands no team. Remove it",
+                )
+                for i, tenant in enumerate(self.tenants)
+                if (selector := _lookup(tenant.values, CONTROL_PLANE_NODE_SELECTOR)) is not None
+            ]
         kai_binder = self.kai_scheduler.values.get("binder")
         if self.gpu_operator.mode == "install" and isinstance(kai_binder, dict) and "cdiEnabled" in kai_binder:
             issues.append(

@@ -31,6 +31,15 @@ METADATA_NAME_LABEL = "kubernetes.io/metadata.name"
 # microk8s-resources/default-args/kubelet has no --hostname-override @v1.36, and the kubelet lowercases
 # os.Hostname(): kubernetes/component-helpers node/util/hostname.go GetHostname @v0.36.0.
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The kubelet labels its node with its (lowercased) hostname: kubernetes/api core/v1/well_known_labels.go
+# @v0.36.0; kubernetes/kubernetes pkg/kubelet/kubelet_node_status.go initialNode.
+
+CLUSTER_AGENT_PORT = 25000
+# The cluster agent that `microk8s join` talks to listens on 0.0.0.0:25000 (canonical/microk8s
+# microk8s-resources/default-args/cluster-agent @v1.36); a join URL is <ip>:25000/<token>/<check>, and its
+# host must be an IP literal (scripts/wrappers/common/cluster/utils.py get_valid_connection_parts @v1.36).
+
 # --- NVIDIA GPU Operator (chart v26.3.3) ---------------------------------------------------------
 
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"

@@ -29,6 +29,10 @@ case "${tool}" in
             echo "microk8s v1.36.0 8000 ${FAKE_SNAP_CHANNEL} canonical classic" ;;
     esac ;;
   microk8s)
+    case "$1" in
+      add-node|join|leave|remove-node) exec python3 "${FAKE_CLUSTER}" "$@" ;;
+      kubectl) [[ "$2" == wait || "$2" == drain || "$3" == node ]] && exec python3 "${FAKE_CLUSTER}" "${@:2}" ;;
+    esac
     case "$1 $2" in
       "status --format") listed "$5" "${FAKE_ENABLED:-}" && echo enabled || echo disabled ;;
       "config "*) printf 'apiVersion: v1\nclusters:\n- cluster:\n    server: %s\n  name: microk8s\n' \
@@ -43,6 +47,7 @@ case "${tool}" in
   nvidia-smi) [[ -n "${FAKE_GPUS:-}" ]] || { echo "NVIDIA-SMI has failed" >&2; exit 9; }
               printf '%b\n' "${FAKE_GPUS}" ;;
   brev) exec python3 "${FAKE_BREV}" "$@" ;;
+  timeout) [[ " ${FAKE_REACHABLE:-} " == *" ${*: -2:1} "* ]] || exit 124 ;;
   ssh) echo "hostname ${FAKE_SSH_HOSTNAME:-198.51.100.7}"; echo "user ubuntu"; echo "port 22"
        echo "identityfile ${FAKE_IDENTITY}"; echo "proxycommand ${FAKE_PROXY:-none}" ;;
   kubectl)
@@ -84,7 +89,85 @@ elif verb == "delete":
 json.dump(state, open(path, "w"))
 """
 
-TOOLS = ("sudo", "id", "usermod", "hostname", "snap", "microk8s", "openssl", "nvidia-smi", "brev", "ssh", "kubectl")
+FAKE_CLUSTER = r"""
+# A MicroK8s cluster as its control plane and one worker see it (canonical/microk8s scripts/wrappers
+# add_token.py, join.py, leave.py, remove_node.py @v1.36): FAKE_CLUSTER_STATE holds the nodes
+# (name -> {"worker", "ready"}); the cluster agent's token file is FAKE_TOKENS_FILE and the worker's
+# lock directory FAKE_LOCK_DIR. The worker that joins is named FAKE_WORKER_HOSTNAME.
+import json, os, secrets, sys
+from pathlib import Path
+state_path = Path(os.environ["FAKE_CLUSTER_STATE"])
+state = json.loads(state_path.read_text()) if state_path.exists() else {"nodes": {}}
+nodes = state["nodes"]
+tokens = Path(os.environ["FAKE_TOKENS_FILE"])
+lock = Path(os.environ["FAKE_LOCK_DIR"]) / "clustered.lock"
+verb, args = sys.argv[1], sys.argv[2:]
+def save():
+    state_path.write_text(json.dumps(state))
+if verb == "add-node":
+    token, check = os.environ.get("FAKE_JOIN_TOKEN") or secrets.token_hex(16), "0a1b2c3d4e5f"
+    with tokens.open("a") as file:
+        file.write(token + "\n")
+    info = {"token": f"{token}/{check}", "urls": [f"10.0.0.5:25000/{token}/{check}", f"fd00::5:25000/{token}/{check}"]}
+    print(json.dumps(info, indent=2))
+elif verb == "join":
+    url = args[0]
+    print(f"Contacting cluster at {url.split(':')[0]}")
+    # As `microk8s join` does in some of its messages, the connection string is echoed.
+    print(f"Joining with microk8s join {url} --worker")
+    token = url.split("/")[1]
+    held = tokens.read_text().splitlines() if tokens.exists() else []
+    if token not in held:
+        print("Error: invalid token (500).")
+        sys.exit(6)
+    tokens.write_text("".join(f"{line}\n" for line in held if line != token))
+    lock.touch()
+    nodes[os.environ.get("FAKE_WORKER_HOSTNAME", "gpu-node-2")] = {"worker": True, "ready": True}
+    save()
+    print("Successfully joined the cluster.")
+elif verb == "leave":
+    lock.unlink()
+    nodes.get(os.environ.get("FAKE_WORKER_HOSTNAME", "gpu-node-2"), {})["ready"] = False
+    save()
+elif verb == "remove-node":
+    if args[0] not in nodes:
+        print(f"Node {args[0]} does not exist.")
+        sys.exit(1)
+    del nodes[args[0]]
+    save()
+elif verb == "get":
+    name = args[1]
+    if name not in nodes:
+        print(f'Error from server (NotFound): nodes "{name}" not found', file=sys.stderr)
+        sys.exit(1)
+    if args[2:] == ["-o", "name"]:
+        print(f"node/{name}")
+    else:
+        print("microk8s-worker" if nodes[name]["worker"] else "", end="")
+elif verb == "wait":
+    name = args[1].removeprefix("node/")
+    if not nodes.get(name, {}).get("ready"):
+        print("error: timed out waiting for the condition", file=sys.stderr)
+        sys.exit(1)
+elif verb == "drain":
+    nodes[args[0]]["drained"] = True
+    save()
+"""
+
+TOOLS = (
+    "sudo",
+    "id",
+    "usermod",
+    "hostname",
+    "snap",
+    "microk8s",
+    "openssl",
+    "nvidia-smi",
+    "brev",
+    "ssh",
+    "kubectl",
+    "timeout",
+)
 
 
 @dataclass
@@ -104,6 +187,20 @@ class FakeHost:
         state = {name.replace("_", "-"): {"status": status, "polls": 10**6} for name, status in statuses.items()}
         (self.root / "brev.json").write_text(json.dumps(state))
 
+    def cluster_nodes(self, **nodes: dict[str, bool]) -> None:
+        """Nodes the cluster already has, by name: {"worker": ..., "ready": ...}."""
+        state = {"nodes": {name.replace("_", "-"): node for name, node in nodes.items()}}
+        (self.root / "cluster.json").write_text(json.dumps(state))
+
+    def nodes(self) -> dict[str, dict[str, bool]]:
+        path = self.root / "cluster.json"
+        nodes: dict[str, dict[str, bool]] = json.loads(path.read_text())["nodes"] if path.exists() else {}
+        return nodes
+
+    @property
+    def tokens_file(self) -> Path:
+        return self.root / "cluster-tokens.txt"
+
     def brev_state(self) -> dict[str, str]:
         path = self.root / "brev.json"
         return {n: e["status"] for n, e in json.loads(path.read_text()).items()} if path.exists() else {}
@@ -116,6 +213,10 @@ class FakeHost:
             "FAKE_LOG": str(self.log),
             "FAKE_BREV": str(self.root / "fake-brev.py"),
             "FAKE_BREV_STATE": str(self.root / "brev.json"),
+            "FAKE_CLUSTER": str(self.root / "fake-cluster.py"),
+            "FAKE_CLUSTER_STATE": str(self.root / "cluster.json"),
+            "FAKE_TOKENS_FILE": str(self.root / "cluster-tokens.txt"),
+            "FAKE_LOCK_DIR": str(self.root),
             **self.state,
         }
         return subprocess.run(
@@ -136,6 +237,7 @@ def fake_host(root: Path, without: tuple[str, ...] = ()) -> FakeHost:
     fake.write_text(FAKE)
     fake.chmod(0o755)
     (root / "fake-brev.py").write_text(FAKE_BREV)
+    (root / "fake-cluster.py").write_text(FAKE_CLUSTER)
     for tool in TOOLS:
         if tool not in without:
             (bin_dir / tool).symlink_to(fake)

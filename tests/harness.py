@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import runpy
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,34 @@ COMMAND_STDOUT = {
 """What each host step prints on the reference machine, keyed by the step's name suffix."""
 
 
+JOIN_TOKEN = "0123456789abcdef0123456789abcdef/fedcba987654"
+"""The single-use token every worker is handed under the mocks (the shape `microk8s add-node` prints)."""
+
+
+def script_input(create: str, key: str) -> str:
+    """An input a rendered host script assigns at its top, from the command line that runs it."""
+    _shell, _flag, script = shlex.split(create)
+    for line in script.splitlines():
+        if line.startswith(f"{key}="):
+            return " ".join(shlex.split(line.removeprefix(f"{key}=")))
+    raise KeyError(key)
+
+
+def command_stdout(name: str, inputs: Mapping[str, Any]) -> str:
+    """What a host step prints on the reference machine; each worker (`host-<key>-...`) has its own hostname."""
+    if name.endswith("-join-tokens"):
+        tickets = [
+            f'join.{node}={{"token":"{JOIN_TOKEN}","urls":["10.0.0.5:25000/{JOIN_TOKEN}"]}}'
+            for node in script_input(inputs["create"], "WORKERS").split()
+        ]
+        return "".join(f"{line}\n" for line in tickets)
+    step = next((key for key in COMMAND_STDOUT if name.endswith(f"-{key}")), "")
+    worker = name.removeprefix("host-").removesuffix(f"-{step}")
+    if step == "preflight" and worker != "preflight":
+        return COMMAND_STDOUT[step].replace("gpu-node-1", f"gpu-node-{worker.replace('.', '-')}")
+    return COMMAND_STDOUT.get(step, "")
+
+
 def tenant_kubeconfig(tenant: str) -> str:
     """What a tenant's vCluster publishes in vc-<tenant>, as the mocks hand it back."""
     return (
@@ -138,8 +167,7 @@ class RealisticMocks(Mocks):
         if args.typ.startswith("pulumi:providers:"):
             return f"{args.name}-provider-id", inputs
         if args.typ.startswith("command:"):
-            step = next((key for key in COMMAND_STDOUT if args.name.endswith(f"-{key}")), None)
-            return f"{args.name}-id", {**inputs, "stdout": COMMAND_STDOUT.get(step or "", ""), "stderr": ""}
+            return f"{args.name}-id", {**inputs, "stdout": command_stdout(args.name, inputs), "stderr": ""}
         if args.resource_id and args.typ in {STACK_REFERENCE, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Node"}:
             return args.resource_id, self._read(args.typ, args.resource_id)
         if args.typ == "kubernetes:helm.sh/v3:Release":
@@ -277,6 +305,36 @@ class ProgramRun:
         found = [r for r in self.of_type(type_) if name is None or r.name == name]
         assert len(found) == 1, f"expected one {type_} {name or ''}, found {[r.name for r in found]}"
         return found[0]
+
+    def longest_chain(self, end: Registration | None = None) -> list[Registration]:
+        """The longest path of resources each waiting for the one before, ending at `end` (or anywhere).
+
+        A component is done when its children are, so depending on one means waiting for them all;
+        components themselves take no time and do not count.
+        """
+        by_urn = {r.urn: r for r in self.registrations}
+        children: dict[str, list[str]] = {}
+        for r in self.registrations:
+            children.setdefault(r.parent, []).append(r.urn)
+        best: dict[str, list[Registration]] = {}
+
+        def chain(urn: str) -> list[Registration]:
+            if urn not in best:
+                registration = by_urn.get(urn)
+                if registration is None:
+                    return []
+                waits = set(registration.dependencies)
+                own = [registration]
+                if registration.type.startswith("gpu-tenancy:"):
+                    waits |= set(children.get(urn, []))
+                    own = []
+                longest = max((chain(dep) for dep in waits), key=len, default=[])
+                best[urn] = [*longest, *own]
+            return best[urn]
+
+        if end is not None:
+            return chain(end.urn)
+        return max((chain(r.urn) for r in self.registrations), key=len, default=[])
 
 
 @dataclass

@@ -57,12 +57,21 @@ def _matching_nodes(cluster: Cluster, selector: str) -> list[str]:
     return [name for name, node in cluster.nodes.items() if node["labels"].get(key) == value]
 
 
-def _jsonpath_key(expression: str) -> str:
-    """`{.status.allocatable.nvidia\\.com/gpu}` -> `nvidia.com/gpu` (the only form the gates use)."""
-    prefix = "{.status.allocatable."
-    if not (expression.startswith(prefix) and expression.endswith("}")):
-        raise ValueError(f"unsupported jsonpath {expression!r}")
-    return expression[len(prefix) : -1].replace("\\.", ".")
+def _jsonpath_key(expression: str) -> tuple[str, str]:
+    """`{.status.allocatable.nvidia\\.com/gpu}` -> ("allocatable", "nvidia.com/gpu"); labels likewise."""
+    for field_name, prefix in (("allocatable", "{.status.allocatable."), ("labels", "{.metadata.labels.")):
+        if expression.startswith(prefix) and expression.endswith("}"):
+            return field_name, expression[len(prefix) : -1].replace("\\.", ".")
+    raise ValueError(f"unsupported jsonpath {expression!r}")
+
+
+def _node_has(node: Mapping[str, Any], condition: str) -> bool:
+    """`jsonpath={...}` (the key exists) or `jsonpath={...}=value` (it has that value)."""
+    expression = condition.removeprefix("jsonpath=")
+    path, brace, wanted = expression.rpartition("}=")
+    field_name, key = _jsonpath_key(path + brace[:1] if brace else expression)
+    values: Mapping[str, str] = node[field_name]
+    return key in values if not brace else values.get(key) == wanted
 
 
 def kubectl(cluster: Cluster, args: list[str], files: Mapping[str, str]) -> None:
@@ -109,18 +118,10 @@ def _object_key(target: str, namespace: str | None) -> str:
 
 def _wait(cluster: Cluster, condition: str, targets: list[str], selector: str | None, namespace: str | None) -> None:
     if selector is not None:
-        if targets != ["nodes"]:
-            raise ValueError("the gates select nodes only")
-        matches = _matching_nodes(cluster, selector)
-        if condition == "create":
-            if not matches:
-                raise KubectlError("timed out waiting for the condition")
-            return
-        if not matches:
-            raise KubectlError("no matching resources found")
-        key = _jsonpath_key(condition.removeprefix("jsonpath="))
-        if not all(key in cluster.nodes[name]["allocatable"] for name in matches):
-            raise KubectlError("timed out waiting for the condition")
+        _wait_for_selected_nodes(cluster, condition, targets, selector)
+        return
+    if condition.startswith("jsonpath="):
+        _wait_for_named_nodes(cluster, condition, targets)
         return
     keys = [_object_key(target, namespace) for target in targets]
     if condition == "create":
@@ -135,6 +136,33 @@ def _wait(cluster: Cluster, condition: str, targets: list[str], selector: str | 
                 raise KubectlError("timed out waiting for the condition")
         return
     raise ValueError(f"unsupported --for={condition}")
+
+
+def _wait_for_selected_nodes(cluster: Cluster, condition: str, targets: list[str], selector: str) -> None:
+    if targets != ["nodes"]:
+        raise ValueError("the gates select nodes only")
+    matches = _matching_nodes(cluster, selector)
+    if condition == "create":
+        if not matches:
+            raise KubectlError("timed out waiting for the condition")
+        return
+    if not matches:
+        raise KubectlError("no matching resources found")
+    if not all(_node_has(cluster.nodes[name], condition) for name in matches):
+        raise KubectlError("timed out waiting for the condition")
+
+
+def _wait_for_named_nodes(cluster: Cluster, condition: str, targets: list[str]) -> None:
+    for target in targets:
+        kind, _, name = target.partition("/")
+        if kind != "node":
+            raise ValueError("the gates wait on named nodes only with jsonpath")
+        if name not in cluster.nodes:
+            # A named object must exist: only --for=create waits for one (kubernetes/kubectl
+            # pkg/cmd/wait/wait.go RunWaitContext @v0.36.0).
+            raise KubectlError(f'nodes "{name}" not found')
+        if not _node_has(cluster.nodes[name], condition):
+            raise KubectlError("timed out waiting for the condition")
 
 
 @dataclass

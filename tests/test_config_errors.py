@@ -240,6 +240,14 @@ BAD_CONFIGS = [
         "lowercase DNS domain",
     ),
     (
+        "tenant-pins-its-control-plane-elsewhere",
+        lambda c: c["tenants"][1].update(
+            values={"controlPlane": {"statefulSet": {"scheduling": {"nodeSelector": {"gpu": "big"}}}}}
+        ),
+        "gpu-tenancy:tenants[1].values.controlPlane.statefulSet.scheduling.nodeSelector",
+        "removing a worker strands no team",
+    ),
+    (
         "tenant-sets-its-kubelet-node-port",
         lambda c: c["tenants"][0].update(values={"controlPlane": {"service": {"kubeletNodePort": 31000}}}),
         "gpu-tenancy:tenants[0].values.controlPlane.service.kubeletNodePort",
@@ -394,6 +402,48 @@ BAD_HOSTS = [
         "required",
     ),
     ("brev-with-unused-key", None, KEY, "gpu-tenancy:sshPrivateKey", "does not use it"),
+    (
+        "worker-that-is-the-host",
+        {**SSH_HOST, "workers": [{"address": "203.0.113.11"}, {"address": "203.0.113.10"}]},
+        KEY,
+        "gpu-tenancy:host.workers[1].address",
+        "is already host.address",
+    ),
+    (
+        "worker-listed-twice",
+        {**SSH_HOST, "workers": [{"address": "203.0.113.11"}, {"address": "203.0.113.11"}]},
+        KEY,
+        "gpu-tenancy:host.workers[1].address",
+        "is already workers[0].address",
+    ),
+    (
+        "worker-with-bad-user",
+        {**SSH_HOST, "workers": [{"address": "203.0.113.11", "user": "Root Admin"}]},
+        KEY,
+        "gpu-tenancy:host.workers[0].user",
+        "pattern",
+    ),
+    (
+        "too-many-workers",
+        {**SSH_HOST, "workers": [{"address": f"10.0.0.{i}"} for i in range(1, 34)]},
+        KEY,
+        "gpu-tenancy:host.workers",
+        "32",
+    ),
+    (
+        "brev-worker-names-too-long",
+        {"mode": "brev", "name": "g" * 61, "gpuName": "L40S", "cloud": "nebius", "workers": 10},
+        {},
+        "gpu-tenancy:host.workers",
+        "shorten host.name",
+    ),
+    (
+        "brev-negative-workers",
+        {"mode": "brev", "name": "gpu", "gpuName": "L40S", "cloud": "nebius", "workers": -1},
+        {},
+        "gpu-tenancy:host.workers",
+        "greater than or equal to 0",
+    ),
 ]
 
 

@@ -18,7 +18,10 @@ from tests.harness import ProgramRun, Registration, run_main
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END OPENSSH PRIVATE KEY-----\n"
 ADMIN_KEY = base64.b64encode(b"admin-client-key").decode()
-CREDENTIALS = (KEY.splitlines()[1], base64.b64encode(KEY.encode()).decode(), ADMIN_KEY)
+JOIN_TOKEN = "5ec7e75ec7e75ec7e75ec7e75ec7e75e"
+CREDENTIALS = (KEY.splitlines()[1], base64.b64encode(KEY.encode()).decode(), ADMIN_KEY, JOIN_TOKEN)
+CARRIERS = {"brev-ssh.sh", "kubeconfig.sh", "worker-tokens.sh"}
+"""The scripts whose stdout is a credential: an SSH key, an admin kubeconfig, join tokens."""
 
 
 def _prepare(host: FakeHost) -> None:
@@ -28,6 +31,12 @@ def _prepare(host: FakeHost) -> None:
     (certs / "server.crt").write_text("certificate")
     (certs / "csr.conf.template").write_text("[ alt_names ]\nIP.1 = 127.0.0.1\n")
     host.state.update(FAKE_IDENTITY="~/brev.pem", FAKE_ADMIN_KEY=ADMIN_KEY, MICROK8S_CERTS=str(certs))
+    # A join token the control plane issued, for the worker to use (and for worker-tokens.sh to revoke).
+    host.state.update(FAKE_JOIN_TOKEN=JOIN_TOKEN, FAKE_REACHABLE="10.0.0.5")
+    host.tokens_file.write_text(f"{JOIN_TOKEN}\n")
+    (host.root / "markers").mkdir()
+    (host.root / "markers" / "issued-join-tokens").write_text(f"{JOIN_TOKEN}\n")
+    host.cluster_nodes(gpu_node_3={"worker": True, "ready": True})
     # MicroK8s is already there, so the install step writes no marker outside the stand-in machine.
     host.state["FAKE_SNAP_CHANNEL"] = "1.36/stable"
 
@@ -40,6 +49,13 @@ RUNS: dict[str, dict[str, str]] = {
     "brev-instance.sh": {"ACTION": "ensure", "BREV_NAME": "gpu-tenancy-dev", "POLL_SECONDS": "0"},
     "microk8s-install.sh": {"MICROK8S_CHANNEL": "1.36/stable", "MARKER_DIR": "/tmp"},
     "microk8s-remove.sh": {"MARKER_DIR": "/nonexistent"},
+    "worker-tokens.sh": {
+        "WORKERS": "gpu-node-2",
+        "MARKER_DIR": "{root}/markers",
+        "TOKENS_FILE": "{root}/cluster-tokens.txt",
+    },
+    "worker-join.sh": {"ACTION": "join", "URLS": f"10.0.0.5:25000/{JOIN_TOKEN}/0a1b2c3d4e5f", "LOCK_DIR": "{root}"},
+    "worker-node.sh": {"ACTION": "drain", "NODE_NAME": "gpu-node-3", "TIMEOUT_SECONDS": "5"},
     "gpu-operator-check.sh": {
         "NAMESPACE": "gpu-operator-resources",
         "PART_OF": "gpu-tenancy",
@@ -60,14 +76,14 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bool, b
         host = fake_host(tmp_path_factory.mktemp(script))
         _prepare(host)
         host.state["FAKE_GPUS"] = "NVIDIA L40S, 46068, 580.95.05"
-        result = host.run(script, inputs)
+        result = host.run(script, {key: value.replace("{root}", str(host.root)) for key, value in inputs.items()})
         assert result.returncode == 0, (script, result.stderr)
         found[script] = (_carries(result.stdout), _carries(result.stderr))
     return found
 
 
 def test_the_scripts_that_fetch_credentials_print_them_on_stdout_only(printed: dict[str, tuple[bool, bool]]) -> None:
-    assert {script for script, (stdout, _) in printed.items() if stdout} == {"brev-ssh.sh", "kubeconfig.sh"}
+    assert {script for script, (stdout, _) in printed.items() if stdout} == CARRIERS
     assert not [script for script, (_, stderr) in printed.items() if stderr]
 
 
@@ -81,7 +97,7 @@ def _script_of(command: Registration) -> str:
 
 @pytest.fixture(scope="module")
 def commands() -> list[Registration]:
-    ssh = {**dev_settings(), "host": {"mode": "ssh", "address": "203.0.113.20"}}
+    ssh = {**dev_settings(), "host": {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "10.0.0.6"}]}}
     runs: list[ProgramRun] = [run_main(dev_settings()), run_main(ssh, {"sshPrivateKey": KEY})]
     return [r for run in runs for r in run.registrations if r.type.startswith("command:")]
 
@@ -102,7 +118,7 @@ def _leaks(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) 
 
 
 def test_no_command_logs_a_credential(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) -> None:
-    assert set(_credential_carriers(commands, printed).values()) == {"brev-ssh.sh", "kubeconfig.sh"}
+    assert set(_credential_carriers(commands, printed).values()) == CARRIERS
     assert _leaks(commands, printed) == []
 
 

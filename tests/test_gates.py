@@ -144,13 +144,40 @@ def test_the_gpu_gate_proves_every_gpu_node(dev_run: ProgramRun, cluster: Cluste
     assert _run_gate(dev_run, "host-gpu-gate", cluster).passed == passes
 
 
+WORKERS = ("gpu-node-203-0-113-21", "gpu-node-203-0-113-22")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "unlabelled", "passes"),
+    [
+        pytest.param(("gpu-node-1", *WORKERS), (), True, id="every-machine-offers-gpus"),
+        pytest.param(("gpu-node-1", WORKERS[0]), (), False, id="a-worker-not-seen-yet"),
+        pytest.param(("gpu-node-1", *WORKERS), (WORKERS[1],), False, id="a-worker-not-labelled-yet"),
+    ],
+)
+def test_the_gpu_gate_waits_for_every_machine_this_stack_built(
+    nodes: tuple[str, ...], unlabelled: tuple[str, ...], passes: bool
+) -> None:
+    """The selector checks only what is labelled so far; each machine's node is waited for by name."""
+    host = {
+        "mode": "ssh",
+        "address": "203.0.113.20",
+        "workers": [{"address": "203.0.113.21"}, {"address": "203.0.113.22"}],
+    }
+    run = run_main({**dev_settings(), "host": host}, {"sshPrivateKey": "stand-in key"})
+    cluster = _gpu_cluster(*nodes)
+    for node in unlabelled:
+        cluster.nodes[node]["labels"] = {}
+    assert _run_gate(run, "host-gpu-gate", cluster).passed == passes
+
+
 def test_without_an_operator_of_ours_the_gpu_gate_checks_the_nodes_alone() -> None:
     versions = {k: v for k, v in dev_settings()["versions"].items() if k != "gpuOperator"}
     run = _run(gpuOperator={"mode": "skip"}, versions=versions)
     cluster = _gpu_cluster("gpu-node-1")
     cluster.objects.clear()
     assert _run_gate(run, "host-gpu-gate", cluster).passed
-    assert all(call[0] == "wait" and "nodes" in call for call in cluster.calls)
+    assert all(call[0] == "wait" and ("nodes" in call or call[1].startswith("node/")) for call in cluster.calls)
 
 
 # --- tenants --------------------------------------------------------------------------------------

@@ -9,10 +9,11 @@
 # @v0.6.327). `ssh -G` exits 0 even for a host no config names, echoing the name as its hostname
 # (openssh/openssh-portable ssh.c, readconf.c @V_10_5_P1), so that case is detected from its output.
 #
-# Inputs (environment): BREV_NAME.
+# Inputs (environment): BREV_NAME, ROLE (control-plane or worker).
 set -euo pipefail
 
 : "${BREV_NAME:?instance name}"
+ROLE="${ROLE:-control-plane}"
 
 fail() { echo "[brev] $*" >&2; exit 1; }
 
@@ -22,6 +23,9 @@ settings=$(ssh -G "${BREV_NAME}")
 setting() { awk -v key="$1" '$1 == key { $1 = ""; sub(/^ /, ""); print; exit }' <<<"${settings}"; }
 
 proxy=$(setting proxycommand)
+if [[ -n "${proxy}" && "${proxy}" != none && "${ROLE}" == worker ]]; then
+  fail "${BREV_NAME} is reachable only through a ProxyCommand (${proxy}), so it cannot be a worker: MicroK8s nodes talk to each other directly (25000/tcp and 16443/tcp to the control plane, 10250/tcp back, 4789/udp both ways). Use instances with public addresses, or host.mode ssh with workers you can reach."
+fi
 if [[ -n "${proxy}" && "${proxy}" != none ]]; then
   fail "${BREV_NAME} is reachable only through a ProxyCommand (${proxy}), which Pulumi's SSH client cannot use. Give the machine a direct SSH address and use host.mode ssh with gpu-tenancy:sshPrivateKey instead."
 fi

@@ -1,0 +1,176 @@
+"""Worker nodes: more GPU machines joined to the MicroK8s control plane, all at once.
+
+Every worker goes through the same steps, in parallel with the other workers, so a
+cluster of seven machines is ready as soon as one of two would be:
+
+- on the worker: preflight (its GPUs, as on the control plane), then MicroK8s from the same channel;
+- on the control plane: claim the worker's node name;
+- on the control plane, once for all workers: a fresh single-use join token per worker that is not a
+  node yet (secret, never logged);
+- on the worker: join with its token; on the control plane: wait until its node is Ready.
+
+Each step undoes itself in reverse when the worker is removed: drain the node, leave the cluster,
+remove the node, then MicroK8s comes off the worker if this stack installed it.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_command as command
+
+from components.host_facts import join_urls, parse_join_tickets, parse_preflight
+from components.host_scripts import MARKER_DIR, remote_command
+from components.remote_steps import remote_delete, remote_step
+from config.host import HostExpectations
+
+JOIN_TIMEOUT_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Worker:
+    key: str
+    """Names the worker's resources, e.g. w1 (Brev) or its address (ssh): stable while the worker exists."""
+    connection: pulumi.Output[Any]
+    """SSH connection to the worker (secret)."""
+    after: Sequence[pulumi.Resource] = ()
+    """What must exist before the worker is reachable, e.g. its Brev instance."""
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    connection: pulumi.Output[Any]
+    """SSH connection to the control plane (secret)."""
+    address: pulumi.Input[str]
+    """Where the control plane is reached; a worker tries it last when it is an IPv4 address."""
+    running: pulumi.Resource
+    """The last control-plane step whose restarts and certificate changes a join must come after."""
+
+
+@dataclass(frozen=True)
+class WorkerChecks:
+    """What every machine must prove before MicroK8s goes on it: the same GPUs as the control plane."""
+
+    channel: str
+    expect: HostExpectations
+    expected_gpu: str | None
+
+
+@dataclass(frozen=True)
+class JoinedWorkers:
+    nodes: list[pulumi.Output[str]]
+    """Each worker's node name, in the order the workers were given."""
+    ready: list[pulumi.Resource]
+    """One per worker: done once its node is Ready."""
+
+
+def _node_script(action: str, node: pulumi.Input[str]) -> dict[str, pulumi.Input[str]]:
+    return {"ACTION": action, "NODE_NAME": node, "TIMEOUT_SECONDS": str(JOIN_TIMEOUT_SECONDS)}
+
+
+def worker_node_list(names: list[str]) -> str:
+    """The worker node names, space-separated; two machines with one hostname would be one node."""
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise pulumi.RunError(
+            f"more than one worker has the hostname {', '.join(twice)}: a MicroK8s node is named after its "
+            "machine's hostname, so give each worker its own (hostnamectl set-hostname)"
+        )
+    return " ".join(sorted(names))
+
+
+def join_workers(
+    name: str,
+    workers: Sequence[Worker],
+    *,
+    control_plane: ControlPlane,
+    checks: WorkerChecks,
+    parent: pulumi.Resource,
+) -> JoinedWorkers:
+    """Every worker's steps, children of `parent`, named `<name>-<worker key>-<step>`."""
+    if not workers:
+        return JoinedWorkers([], [])
+    nodes: list[pulumi.Output[str]] = []
+    claims: list[command.remote.Command] = []
+    installs: list[command.remote.Command] = []
+    for worker in workers:
+        prefix = f"{name}-{worker.key}"
+        preflight = remote_step(
+            f"{prefix}-preflight",
+            connection=worker.connection,
+            script="preflight.sh",
+            inputs={
+                "EXPECT_GPU": checks.expected_gpu or "",
+                "MIN_GPU_MEMORY_MIB": str(checks.expect.min_gpu_memory_mib or ""),
+                "UBUNTU_RELEASE": checks.expect.ubuntu_release,
+            },
+            parent=parent,
+            after=worker.after,
+            triggers=[checks.channel],
+        )
+        node = preflight.stdout.apply(lambda stdout: str(parse_preflight(stdout)["nodeName"]))
+        nodes.append(node)
+        installs.append(
+            remote_step(
+                f"{prefix}-microk8s",
+                connection=worker.connection,
+                script="microk8s-install.sh",
+                inputs={"MICROK8S_CHANNEL": checks.channel, "MARKER_DIR": MARKER_DIR},
+                parent=parent,
+                after=[preflight],
+                delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
+            )
+        )
+        claims.append(
+            remote_step(
+                f"{prefix}-node",
+                connection=control_plane.connection,
+                script="worker-node.sh",
+                inputs=_node_script("claim", node),
+                parent=parent,
+                after=[control_plane.running],
+                # Last to go: the node is removed once the worker has left the cluster.
+                delete=remote_delete("worker-node.sh", _node_script("remove", node)),
+            )
+        )
+    tokens = remote_step(
+        f"{name}-join-tokens",
+        connection=control_plane.connection,
+        script="worker-tokens.sh",
+        inputs={"WORKERS": pulumi.Output.all(*nodes).apply(worker_node_list), "MARKER_DIR": MARKER_DIR},
+        parent=parent,
+        after=claims,
+        # With the last worker gone, the tokens no worker used are revoked.
+        delete=remote_command("worker-tokens.sh", {"WORKERS": "", "MARKER_DIR": MARKER_DIR}),
+        secret_output=True,
+    )
+    tickets = tokens.stdout.apply(parse_join_tickets)
+    ready: list[pulumi.Resource] = []
+    for worker, node, install, claim in zip(workers, nodes, installs, claims, strict=True):
+        prefix = f"{name}-{worker.key}"
+        urls = pulumi.Output.all(tickets, node, control_plane.address).apply(
+            lambda parts: join_urls(parts[0].get(parts[1]), parts[2])
+        )
+        join = remote_step(
+            f"{prefix}-join",
+            connection=worker.connection,
+            script="worker-join.sh",
+            inputs={"ACTION": "join", "URLS": pulumi.Output.secret(urls)},
+            parent=parent,
+            after=[install, claim, tokens],
+            delete=remote_command("worker-join.sh", {"ACTION": "leave"}),
+        )
+        ready.append(
+            remote_step(
+                f"{prefix}-ready",
+                connection=control_plane.connection,
+                script="worker-node.sh",
+                inputs=_node_script("ready", node),
+                parent=parent,
+                after=[join],
+                # First to go: the node is drained while it is still in the cluster.
+                delete=remote_delete("worker-node.sh", _node_script("drain", node)),
+            )
+        )
+    return JoinedWorkers(nodes, ready)

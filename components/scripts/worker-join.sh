@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# On a worker: join the cluster as a MicroK8s worker, or leave it.
+#
+# ACTION=join: a machine that already joined is left alone (`microk8s join` has no such guard
+# itself; `var/lock/clustered.lock` marks a joined node: canonical/microk8s
+# scripts/wrappers/join.py mark_worker_node @v1.36). Otherwise the first join URL whose control-plane
+# address answers on the cluster-agent port is used with `microk8s join <url> --worker`, which opens
+# its connection without a timeout of its own (join.py @v1.36), hence the probe first.
+# ACTION=leave: `microk8s leave` turns a joined worker back into a stand-alone MicroK8s; a machine
+# that is not joined is left alone (the leave wrapper would exit 1:
+# microk8s-resources/wrappers/microk8s-leave.wrapper @v1.36).
+#
+# The URLs carry a single-use token: MicroK8s' own output is passed through a filter that blanks
+# tokens before it reaches stderr, and stdout says only `joined=true`.
+#
+# Inputs (environment): ACTION, URLS (space-separated <ip>:<port>/<token>/<check>; empty once
+# joined), LOCK_DIR (optional), CONNECT_TIMEOUT_SECONDS (optional).
+set -euo pipefail
+
+: "${ACTION:?join or leave}"
+URLS="${URLS:-}"
+LOCK_DIR="${LOCK_DIR:-/var/snap/microk8s/current/var/lock}"
+CONNECT_TIMEOUT_SECONDS="${CONNECT_TIMEOUT_SECONDS:-5}"
+
+log() { echo "[worker] $*" >&2; }
+fail() { log "$*"; exit 1; }
+redact() { sed -E 's#[0-9a-f]{32}(/[0-9a-f]{12,})?#<token>#g'; }
+joined() { [[ -e "${LOCK_DIR}/clustered.lock" ]]; }
+
+if [[ "${ACTION}" == leave ]]; then
+  if ! joined; then
+    log "this machine is not a node of a cluster; nothing to leave"
+    exit 0
+  fi
+  log "leaving the cluster"
+  sudo -n microk8s leave 2>&1 | redact >&2
+  exit 0
+fi
+
+[[ "${ACTION}" == join ]] || fail "unknown ACTION ${ACTION}: join or leave"
+if joined; then
+  log "this machine already joined the cluster"
+  echo "joined=true"
+  exit 0
+fi
+[[ -n "${URLS}" ]] \
+  || fail "this machine is not a node of the cluster and has no join token: run \`pulumi up\` again, which issues one"
+
+tried=()
+for url in ${URLS}; do
+  endpoint="${url%%/*}"
+  address="${endpoint%:*}"
+  port="${endpoint##*:}"
+  # shellcheck disable=SC2016 # $1 and $2 are the probe's own arguments.
+  if timeout "${CONNECT_TIMEOUT_SECONDS}" bash -c ': >"/dev/tcp/$1/$2"' probe "${address}" "${port}" 2>/dev/null; then
+    log "joining the cluster through ${endpoint}"
+    if sudo -n microk8s join "${url}" --worker 2>&1 | redact >&2; then
+      echo "joined=true"
+      exit 0
+    fi
+    fail "microk8s join through ${endpoint} failed (its output is above)"
+  fi
+  tried+=("${endpoint}")
+done
+fail "no control-plane address answers from this machine (${tried[*]}): workers reach the control plane directly on ${port:-25000}/tcp and 16443/tcp, and 4789/udp both ways (docs/operations.md)"

@@ -1,0 +1,308 @@
+"""`host.workers`: more GPU machines joined to the control plane, in parallel, with tokens no log sees.
+
+The host scripts run on the stand-in machine against a stand-in MicroK8s cluster (a
+control plane and one worker); the program runs under mocks.
+"""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.host_facts import JoinTicket, join_urls, parse_join_tickets
+from components.host_workers import worker_node_list
+from tests.conftest import FAKE_KUBECONFIG, dev_settings
+from tests.fake_host import FakeHost, fake_host
+from tests.harness import JOIN_TOKEN, ProgramRun, Registration, run_main, script_input
+
+REMOTE = "command:remote:Command"
+LOCAL = "command:local:Command"
+JOB = "kubernetes:batch/v1:Job"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nworkers\n-----END OPENSSH PRIVATE KEY-----\n"
+TOKEN = re.compile(r"[0-9a-f]{32}")
+
+
+# --- the scripts --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> FakeHost:
+    """A control plane (gpu-node-1) and a fresh worker machine that will be gpu-node-2."""
+    host = fake_host(tmp_path)
+    host.cluster_nodes(gpu_node_1={"worker": False, "ready": True})
+    host.state["FAKE_REACHABLE"] = "10.0.0.5"
+    (tmp_path / "markers").mkdir()
+    return host
+
+
+def _tokens(host: FakeHost, workers: str) -> Any:
+    inputs = {"WORKERS": workers, "MARKER_DIR": str(host.root / "markers"), "TOKENS_FILE": str(host.tokens_file)}
+    return host.run("worker-tokens.sh", inputs)
+
+
+def _join(host: FakeHost, urls: str, action: str = "join") -> Any:
+    return host.run("worker-join.sh", {"ACTION": action, "URLS": urls, "LOCK_DIR": str(host.root)})
+
+
+def _node(host: FakeHost, action: str, node: str = "gpu-node-2") -> Any:
+    inputs = {"ACTION": action, "NODE_NAME": node, "TIMEOUT_SECONDS": "1", "POLL_SECONDS": "0"}
+    return host.run("worker-node.sh", inputs)
+
+
+def _held_tokens(host: FakeHost) -> list[str]:
+    return host.tokens_file.read_text().split() if host.tokens_file.exists() else []
+
+
+def test_a_worker_joins_with_a_single_use_token_that_no_log_shows(cluster: FakeHost) -> None:
+    issued = _tokens(cluster, "gpu-node-2")
+    assert issued.returncode == 0, issued.stderr
+    tickets = parse_join_tickets(issued.stdout)
+    assert set(tickets) == {"gpu-node-2"}
+    assert _held_tokens(cluster) == [tickets["gpu-node-2"].token.split("/")[0]]
+
+    joined = _join(cluster, join_urls(tickets["gpu-node-2"], "198.51.100.7"))
+    assert joined.returncode == 0, joined.stderr
+    assert joined.stdout == "joined=true\n"
+    assert "microk8s join" in joined.stderr, "MicroK8s' own output is kept, tokens blanked"
+    for output in (issued.stderr, joined.stderr, joined.stdout):
+        assert not TOKEN.search(output)
+    assert _held_tokens(cluster) == [], "the token was used up"
+    assert cluster.nodes()["gpu-node-2"] == {"worker": True, "ready": True}
+    assert _node(cluster, "ready").returncode == 0
+
+
+def test_a_token_no_worker_used_is_revoked_by_the_next_run(cluster: FakeHost) -> None:
+    first = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    second = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    assert first.token != second.token
+    assert _held_tokens(cluster) == [second.token.split("/")[0]]
+    assert _join(cluster, join_urls(first, "198.51.100.7")).returncode != 0, "the revoked token is refused"
+    assert _tokens(cluster, "").stdout == ""
+    assert _held_tokens(cluster) == [], "with no worker left, no token stays valid"
+
+
+def test_a_worker_that_is_already_a_node_gets_no_token_and_is_not_joined_again(cluster: FakeHost) -> None:
+    cluster.cluster_nodes(gpu_node_1={"worker": False, "ready": True}, gpu_node_2={"worker": True, "ready": True})
+    assert parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout) == {}
+    (cluster.root / "clustered.lock").touch()
+    again = _join(cluster, "")
+    assert again.returncode == 0, again.stderr
+    assert not [call for call in cluster.calls() if call.startswith("microk8s join")]
+
+
+@pytest.mark.parametrize(
+    ("reachable", "joined_through"),
+    [("10.0.0.5", "10.0.0.5"), ("198.51.100.7", "198.51.100.7"), ("", None)],
+    ids=["private-address", "public-address-last", "nothing-answers"],
+)
+def test_the_first_control_plane_address_that_answers_is_used(
+    cluster: FakeHost, reachable: str, joined_through: str | None
+) -> None:
+    ticket = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    cluster.state["FAKE_REACHABLE"] = reachable
+    result = _join(cluster, join_urls(ticket, "198.51.100.7"))
+    joins = [call.split()[2] for call in cluster.calls() if call.startswith("microk8s join")]
+    if joined_through is None:
+        assert result.returncode == 1
+        assert "25000/tcp" in result.stderr
+        assert "4789/udp" in result.stderr
+        assert joins == []
+    else:
+        assert result.returncode == 0, result.stderr
+        assert [url.split(":")[0] for url in joins] == [joined_through]
+
+
+def test_a_machine_without_a_token_that_is_not_a_node_fails_with_the_fix(cluster: FakeHost) -> None:
+    result = _join(cluster, "")
+    assert result.returncode == 1
+    assert "pulumi up" in result.stderr
+
+
+def test_a_worker_leaves_only_when_it_is_in_a_cluster(cluster: FakeHost) -> None:
+    assert _join(cluster, "", action="leave").returncode == 0
+    assert not [call for call in cluster.calls() if call.startswith("microk8s leave")]
+    (cluster.root / "clustered.lock").touch()
+    assert _join(cluster, "", action="leave").returncode == 0
+    assert not (cluster.root / "clustered.lock").exists()
+
+
+def test_removing_a_worker_drains_it_then_removes_its_node(cluster: FakeHost) -> None:
+    ticket = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    assert _join(cluster, join_urls(ticket, "198.51.100.7")).returncode == 0
+    # The order Pulumi deletes the worker's steps in (see test_removing_a_worker_undoes_its_steps_in_reverse).
+    assert _node(cluster, "drain").returncode == 0
+    assert cluster.nodes()["gpu-node-2"]["drained"]
+    assert _join(cluster, "", action="leave").returncode == 0
+    assert _node(cluster, "remove").returncode == 0
+    assert "gpu-node-2" not in cluster.nodes()
+    # Run again (a retried destroy): nothing is left to do, and nothing fails.
+    assert [_node(cluster, action).returncode for action in ("drain", "remove")] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("existing", "claimed"),
+    [({}, True), ({"worker": True, "ready": True}, True), ({"worker": False, "ready": True}, False)],
+    ids=["new-name", "a-worker-that-joined-before", "the-name-of-another-machine"],
+)
+def test_a_worker_cannot_take_the_node_name_of_another_machine(
+    cluster: FakeHost, existing: dict[str, bool], claimed: bool
+) -> None:
+    nodes = {"gpu_node_1": {"worker": False, "ready": True}}
+    if existing:
+        nodes["gpu_node_2"] = existing
+    cluster.cluster_nodes(**nodes)
+    result = _node(cluster, "claim")
+    assert (result.returncode == 0) == claimed
+    if not claimed:
+        assert "hostname" in result.stderr
+
+
+def test_a_node_that_never_registers_fails_the_ready_step(cluster: FakeHost) -> None:
+    result = _node(cluster, "ready")
+    assert result.returncode == 1
+    assert "gpu-node-2" in result.stderr
+
+
+def test_a_brev_instance_behind_a_proxy_command_cannot_be_a_worker(tmp_path: Path) -> None:
+    host = fake_host(tmp_path)
+    host.state.update(FAKE_PROXY="cloudflared access ssh --hostname %h", FAKE_IDENTITY="~/key")
+    result = host.run("brev-ssh.sh", {"BREV_NAME": "gpu-tenancy-dev-w1", "ROLE": "worker"})
+    assert result.returncode == 1
+    assert "cannot be a worker" in result.stderr
+    assert "4789/udp" in result.stderr
+
+
+def test_join_urls_keep_ipv4_addresses_and_add_the_public_one_last() -> None:
+    ticket = JoinTicket(f"{'a' * 32}/{'b' * 12}", (f"10.0.0.5:25000/{'a' * 32}/{'b' * 12}", "fd00::5:25000/x"))
+    assert join_urls(ticket, "198.51.100.7").split() == [ticket.urls[0], f"198.51.100.7:25000/{ticket.token}"]
+    assert join_urls(ticket, "gpu.example.com").split() == [ticket.urls[0]], "a join URL takes an IP only"
+    assert join_urls(None, "198.51.100.7") == "", "a worker that joined before gets no token"
+
+
+def test_two_workers_with_one_hostname_stop_the_run() -> None:
+    assert worker_node_list(["gpu-b", "gpu-a"]) == "gpu-a gpu-b"
+    with pytest.raises(Exception, match="gpu-a") as raised:
+        worker_node_list(["gpu-a", "gpu-b", "gpu-a"])
+    assert "hostnamectl" in str(raised.value)
+
+
+# --- the program --------------------------------------------------------------------------------
+
+
+def _ssh(workers: int) -> ProgramRun:
+    config = dev_settings()
+    addresses = [{"address": f"203.0.113.{21 + i}"} for i in range(workers)]
+    config["host"] = {"mode": "ssh", "address": "203.0.113.20", "workers": addresses}
+    return run_main(config, {"sshPrivateKey": SSH_KEY})
+
+
+def _brev(workers: int) -> ProgramRun:
+    config = dev_settings()
+    config["host"] = {**config["host"], "workers": workers}
+    return run_main(config)
+
+
+@pytest.fixture(scope="module")
+def ssh_run() -> ProgramRun:
+    return _ssh(2)
+
+
+def _step(run: ProgramRun, name: str) -> Registration:
+    return run.one(REMOTE, f"host-{name}")
+
+
+def test_every_worker_is_preflighted_joined_and_awaited(ssh_run: ProgramRun) -> None:
+    for address in ("203.0.113.21", "203.0.113.22"):
+        join = _step(ssh_run, f"{address}-join")
+        assert join.inputs["connection"]["host"] == address
+        assert join.inputs["connection"]["user"] == "ubuntu", "a worker's user defaults to the host's"
+        for step in ("preflight", "microk8s", "join"):
+            assert _step(ssh_run, f"{address}-{step}").inputs["connection"]["host"] == address
+        for step in ("node", "ready"):
+            assert _step(ssh_run, f"{address}-{step}").inputs["connection"]["host"] == "203.0.113.20"
+        assert _step(ssh_run, f"{address}-ready").depends_on(join)
+
+
+def test_the_join_token_is_secret_wherever_it_goes(ssh_run: ProgramRun) -> None:
+    tokens = _step(ssh_run, "join-tokens")
+    assert "stdout" in tokens.additional_secret_outputs
+    assert tokens.inputs["logging"] == "stderr"
+    assert script_input(tokens.inputs["create"], "WORKERS") == "gpu-node-203-0-113-21 gpu-node-203-0-113-22"
+    carriers = [r for r in ssh_run.registrations if JOIN_TOKEN in repr(r.inputs)]
+    assert {r.name for r in carriers} == {"host-203.0.113.21-join", "host-203.0.113.22-join"}
+    for join in carriers:
+        assert "create" in join.secret_inputs, "the token is secret in state and in preview diffs"
+        assert JOIN_TOKEN in script_input(join.inputs["create"], "URLS")
+
+
+def test_removing_a_worker_undoes_its_steps_in_reverse(ssh_run: ProgramRun) -> None:
+    """Pulumi deletes a resource only after everything that depends on it: drain, leave, then the rest."""
+    worker = "203.0.113.21"
+    ready, join = _step(ssh_run, f"{worker}-ready"), _step(ssh_run, f"{worker}-join")
+    claim, install = _step(ssh_run, f"{worker}-node"), _step(ssh_run, f"{worker}-microk8s")
+    deletes = {step.name: script_input(step.inputs["delete"], "ACTION") for step in (ready, join, claim)}
+    assert deletes == {ready.name: "drain", join.name: "leave", claim.name: "remove"}
+    assert ready.depends_on(join)
+    assert join.depends_on(claim)
+    assert join.depends_on(install)
+    assert "microk8s-remove" not in join.inputs.get("delete", "")
+    assert install.inputs["delete"], "MicroK8s comes off the worker after it left, if this stack put it there"
+
+
+@pytest.mark.parametrize("build", [_ssh, _brev], ids=["ssh", "brev"])
+def test_workers_join_in_parallel(build: Any) -> None:
+    two, six = build(2), build(6)
+    assert len(six.of_type(REMOTE)) > len(two.of_type(REMOTE))
+    assert len(six.longest_chain()) == len(two.longest_chain())
+    steps = [re.sub(r"^host-(w\d+|[\d.]+)-", "host-<worker>-", r.name) for r in six.longest_chain()]
+    assert "host-<worker>-join" in steps, "the chain runs through a worker's join"
+
+
+def test_the_gpu_gate_waits_for_every_worker_and_checks_every_node(ssh_run: ProgramRun) -> None:
+    gate = ssh_run.one(JOB, "host-gpu-gate")
+    for address in ("203.0.113.21", "203.0.113.22"):
+        assert gate.depends_on(_step(ssh_run, f"{address}-ready"))
+    pod = gate.inputs["spec"]["template"]["spec"]
+    waited = [c["args"][1] for c in [*pod["initContainers"], *pod["containers"]] if c["args"][1].startswith("node/")]
+    assert waited == ["node/gpu-node-1", "node/gpu-node-203-0-113-21", "node/gpu-node-203-0-113-22"]
+    assert set(ssh_run.exports["gpu"].value) == {"gpu-node-1", "gpu-node-203-0-113-21", "gpu-node-203-0-113-22"}
+
+
+def test_every_control_plane_stays_on_the_control_plane_node(ssh_run: ProgramRun) -> None:
+    for release in ssh_run.of_type(RELEASE):
+        if release.inputs["chart"] == "vcluster":
+            scheduling = release.inputs["values"]["controlPlane"]["statefulSet"]["scheduling"]
+            assert scheduling == {"nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"}}
+
+
+def test_brev_workers_are_instances_named_after_the_host_with_its_gpu_filter() -> None:
+    run = _brev(2)
+    instances = {r.name: script_input_local(r.inputs["create"]) for r in run.of_type(LOCAL) if "instance" in r.name}
+    assert instances["host-w1-brev-instance"]["BREV_NAME"] == "gpu-tenancy-dev-w1"
+    assert instances["host-w2-brev-instance"]["BREV_NAME"] == "gpu-tenancy-dev-w2"
+    assert {i["BREV_GPU_NAME"] for i in instances.values()} == {"L40S"}
+    ssh = run.one(LOCAL, "host-w1-brev-ssh")
+    assert script_input_local(ssh.inputs["create"])["ROLE"] == "worker"
+    assert run.one(REMOTE, "host-w1-preflight").depends_on(ssh)
+
+
+def script_input_local(script: str) -> dict[str, str]:
+    """The inputs a local command's script assigns at its top (it runs the script text itself)."""
+    found = {}
+    for line in script.splitlines()[2:]:
+        key, sep, value = line.partition("=")
+        if not sep or not key.isupper():
+            break
+        found[key] = value.strip("'")
+    return found
+
+
+def test_a_cluster_this_stack_did_not_build_leaves_scheduling_to_the_teams() -> None:
+    config = dev_settings()
+    config["host"] = {"mode": "kubeconfig", "address": "203.0.113.30"}
+    run = run_main(config, {"kubeconfig": FAKE_KUBECONFIG})
+    for release in run.of_type(RELEASE):
+        if release.inputs["chart"] == "vcluster":
+            assert "scheduling" not in release.inputs["values"]["controlPlane"].get("statefulSet", {})
