@@ -5,6 +5,10 @@ from urllib.parse import SplitResult, urlsplit
 
 import yaml
 
+# libyaml's parser and emitter where PyYAML was built with it: one kubeconfig per team is rewritten.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 
 def _current_cluster(document: dict[str, Any]) -> dict[str, Any]:
     contexts = {c["name"]: c["context"] for c in document.get("contexts") or []}
@@ -15,7 +19,7 @@ def _current_cluster(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _server(kubeconfig: str) -> SplitResult:
-    server = _current_cluster(yaml.safe_load(kubeconfig)).get("server")
+    server = _current_cluster(yaml.load(kubeconfig, Loader=_Loader)).get("server")
     if not server:
         raise ValueError("the kubeconfig has no server for its current context")
     return urlsplit(str(server))
@@ -43,10 +47,10 @@ def with_server(kubeconfig: str, server: str) -> str:
     endpoint the platform knows is put in directly (loft-sh/vcluster pkg/setup/controllers.go
     CreateVClusterKubeConfigForExport @v0.35.1).
     """
-    document = yaml.safe_load(kubeconfig)
+    document = yaml.load(kubeconfig, Loader=_Loader)
     clusters = document.get("clusters") or []
     if not clusters:
         raise ValueError("the kubeconfig names no cluster")
     for entry in clusters:
         entry["cluster"]["server"] = server
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False)

@@ -70,8 +70,8 @@ class VClusterTenant(pulumi.ComponentResource):
     """URL of the tenant's API server."""
     namespace: pulumi.Output[str]
     """Host namespace holding the vCluster and every pod it syncs."""
-    provider: k8s.Provider
-    """Provider that talks to the tenant's own API server (for add-ons)."""
+    provider: k8s.Provider | None
+    """Provider that talks to the tenant's own API server; only a tenant with add-ons has one."""
 
     def __init__(self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
@@ -153,19 +153,25 @@ class VClusterTenant(pulumi.ComponentResource):
                 lambda parts: with_server(base64.b64decode(parts[0][KUBECONFIG_SECRET_KEY]).decode(), parts[1])
             )
         )
-        self.provider = k8s.Provider(
+        self.provider = None
+        if tenant.addons:
+            self.provider = self._inside(name, args, gate.job)
+            for addon in tenant.addons:
+                self._addon(name, addon, self.provider)
+        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
+
+    def _inside(self, name: str, args: VClusterTenantArgs, gate: pulumi.Resource) -> k8s.Provider:
+        """The provider for the tenant's own API server, created once the control plane has written its kubeconfig."""
+        return k8s.Provider(
             f"{name}-vcluster",
             kubeconfig=self.kubeconfig,
             # Stable from config alone: the kubeconfig is unknown in a preview of a new tenant or an endpoint
             # change, and without an identity every add-on would be planned as a replacement.
-            cluster_identifier=f"{args.host_cluster_identifier}/vcluster/{tenant.name}",
+            cluster_identifier=f"{args.host_cluster_identifier}/vcluster/{self._tenant}",
             # A read records no dependency on what its id came from, so the chain to the control plane is
             # stated here: destroy then deletes every add-on while its API server still serves.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[gate.job]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[gate]),
         )
-        for addon in tenant.addons:
-            self._addon(name, addon)
-        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
 
     def _route(
         self, name: str, endpoint: pulumi.Output[Endpoint], release: pulumi.Resource, opts: pulumi.ResourceOptions
@@ -181,9 +187,9 @@ class VClusterTenant(pulumi.ComponentResource):
             opts=opts.merge(pulumi.ResourceOptions(depends_on=[release])),
         )
 
-    def _addon(self, name: str, addon: AddonConfig) -> None:
+    def _addon(self, name: str, addon: AddonConfig, provider: k8s.Provider) -> None:
         """Installed through the tenant's API server: the team's CRDs never touch the host or other teams."""
-        inside = pulumi.ResourceOptions(parent=self, provider=self.provider)
+        inside = pulumi.ResourceOptions(parent=self, provider=provider)
         if addon.chart is not None:
             chart = addon.chart
             oci = chart.repo.startswith("oci://")

@@ -79,6 +79,19 @@ def _rigid(queue: QueueConfig, capacity: float) -> float:
     return capacity if quota == UNLIMITED else min(quota, capacity)
 
 
+def alone(tree: QueueTree, leaf: str, capacity: float) -> float:
+    """What `leaf` gets when no other queue asks for anything.
+
+    Queues that ask for nothing get nothing, so only the leaf's own path from its root
+    decides: the division runs on that path alone, which keeps a plan of N teams linear.
+    """
+    by_name = {queue.name: queue for queue in tree.queues}
+    path = [by_name[leaf]]
+    while (parent := path[-1].parent_queue) is not None:
+        path.append(by_name[parent])
+    return fair_shares(path[::-1], capacity, {leaf: capacity})[leaf]
+
+
 def plan(queues: Sequence[QueueConfig], capacity: float, demand: Mapping[str, float] | None = None) -> Plan:
     tree = QueueTree(list(queues))
     leaves = tree.leaves
@@ -97,7 +110,7 @@ def plan(queues: Sequence[QueueConfig], capacity: float, demand: Mapping[str, fl
                 weight=gpu.over_quota_weight,
                 priority=queue.priority,
                 saturated=saturated[queue.name],
-                alone=fair_shares(queues, capacity, {queue.name: capacity})[queue.name] if leaf else None,
+                alone=alone(tree, queue.name, capacity) if leaf else None,
                 rigid=_rigid(queue, capacity) if leaf else None,
                 demand=(demand or {}).get(queue.name, 0.0) if demand is not None and leaf else None,
                 what_if=what_if[queue.name] if what_if is not None else None,

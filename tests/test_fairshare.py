@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from config.hierarchy import QueueTree
 from config.queues import QueueConfig
 from fairshare.cli import main
 from fairshare.division import fair_shares
-from fairshare.plan import plan
+from fairshare.plan import alone, plan
 from tests.conftest import dev_settings
 
 SLACK = 1e-9
@@ -118,6 +119,16 @@ def test_fair_share_invariants(case: tuple[list[QueueConfig], float, dict[str, f
             assert shares[q.name] <= gpu.limit + 1 + SLACK, "beyond the limit by more than KAI's rounding slack"
         if quotas_fit:
             assert shares[q.name] >= min(gpu.quota, requests[q.name]) - SLACK
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(case=trees())
+def test_a_team_alone_gets_what_the_whole_tree_would_give_it(case: tuple[list[QueueConfig], float, Any]) -> None:
+    """The plan divides along one team's path only; queues asking for nothing must not change its share."""
+    queues, capacity, _ = case
+    tree = QueueTree(queues)
+    for leaf in tree.leaves:
+        assert alone(tree, leaf, capacity) == fair_shares(queues, capacity, {leaf: capacity})[leaf]
 
 
 def test_the_plan_sets_each_team_beside_a_rigid_partition() -> None:
