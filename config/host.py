@@ -169,7 +169,8 @@ class KubeconfigHost(ConfigModel):
     address: HostAddress | None = Field(
         default=None,
         description="Address of a node (or a load balancer in front of the nodes) where teams reach node ports; "
-        "required once there are tenants. Without tenants it defaults to the kubeconfig's API server host.",
+        "required once there are tenants exposed by node port. Otherwise it defaults to the kubeconfig's API "
+        "server host.",
     )
     cluster_id: KubernetesName = Field(
         default="existing-cluster",

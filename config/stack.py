@@ -113,7 +113,8 @@ class StackConfig(ConfigModel):
     def _cross_component_issues(self) -> list[ConfigIssue]:
         """Settings of one component that another one decides."""
         issues = self._exposure_issues()
-        if isinstance(self.host, KubeconfigHost) and self.tenants and self.host.address is None:
+        needs_address = self.tenants and self.vcluster.expose == "nodePort"
+        if isinstance(self.host, KubeconfigHost) and needs_address and self.host.address is None:
             issues.append(
                 ConfigIssue(
                     ("host", "address"),

@@ -62,7 +62,8 @@ def test_bootstrap_enables_microk8s_ingress_for_sni(sni_run: ProgramRun) -> None
 
 def test_an_existing_cluster_brings_its_own_router() -> None:
     config = dev_settings()
-    config["host"] = {"mode": "kubeconfig", "address": "203.0.113.30"}
+    # No address needed: the teams' endpoints are hostnames, not node ports.
+    config["host"] = {"mode": "kubeconfig"}
     config["vcluster"] = {"expose": "sni", "domain": "gpu.example.com"}
     run = run_main(config, {"kubeconfig": FAKE_KUBECONFIG})
     assert len(run.of_type(ROUTE)) == 3
