@@ -310,7 +310,8 @@ class ProgramRun:
         """The longest path of resources each waiting for the one before, ending at `end` (or anywhere).
 
         A component is done when its children are, so depending on one means waiting for them all;
-        components themselves take no time and do not count.
+        components themselves take no time and do not count. Providers do count: they are
+        configured before anything that uses them.
         """
         by_urn = {r.urn: r for r in self.registrations}
         children: dict[str, list[str]] = {}
@@ -324,6 +325,9 @@ class ProgramRun:
                 if registration is None:
                     return []
                 waits = set(registration.dependencies)
+                if registration.provider:
+                    # A provider reference is `<urn>::<id>`; a resource waits for its provider too.
+                    waits.add(registration.provider.rsplit("::", 1)[0])
                 own = [registration]
                 if registration.type.startswith("gpu-tenancy:"):
                     waits |= set(children.get(urn, []))

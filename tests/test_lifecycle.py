@@ -185,6 +185,25 @@ def test_validate_only_admission_removes_just_the_pinning_policy(base: ProgramRu
     assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for the pinning"
 
 
+WORKER_STEPS = {"brev-instance", "brev-ssh", "preflight", "microk8s", "node", "join", "ready"}
+
+
+def test_adding_a_worker_touches_no_tenant_and_removing_it_restores_the_stack(base: ProgramRun) -> None:
+    grown = _run(change=_set("host.workers", 1))
+    added, removed, changed = _changed(base, grown)
+    assert added == {f"host-w1-{step}" for step in WORKER_STEPS} | {"host-join-tokens"}
+    assert removed == set()
+    assert changed == {"host-gpu-gate"}, "the gate runs again and must see the new node's GPUs"
+    assert _changed(grown, base) == (set(), added, changed)
+
+
+def test_switching_to_sni_changes_every_endpoint_and_nothing_of_the_gpu_stack(base: ProgramRun) -> None:
+    added, removed, changed = _changed(base, _run(change=_set("vcluster", {"expose": "sni", "domain": "gpu.example"})))
+    assert added == {f"{team}-route" for team in TEAMS}
+    assert removed == set()
+    assert changed == {"host-addons", *(f"{team}-vcluster" for team in TEAMS)}
+
+
 # --- teams come and go -----------------------------------------------------------------------------
 
 

@@ -1,0 +1,87 @@
+"""How the program scales with teams: the real `__main__.py` under the test harness's mocks.
+
+For 3, 30, 100, 300 and 1,000 teams (each with its own leaf queue under one parent),
+prints one Markdown table row per size: resources registered, resources each team
+adds, evaluation time, milliseconds per resource, the longest dependency chain, and
+the chain that ends at the first team's kubeconfig gate (how long a team waits, in
+steps). A last row registers bare ConfigMaps under the same mocks: what the Pulumi SDK
+and the harness cost per resource on this machine, whatever the program does.
+
+Figures only: nothing here passes or fails. Run it from the repository root:
+
+    venv/bin/python -m benchmarks.scale [--teams 3 30 ...]
+"""
+
+import argparse
+import os
+import platform
+import time
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from tests.conftest import dev_settings
+from tests.harness import ProgramRun, run_main, run_pulumi
+
+SIZES = (3, 30, 100, 300, 1000)
+KUBECONFIG_GATE = "kubernetes:batch/v1:Job"
+
+
+def stack_config(teams: int) -> dict[str, Any]:
+    """The reference stack with `teams` teams, each on a leaf queue with one GPU of quota."""
+    config = dev_settings()
+    names = [f"team-{index:04d}" for index in range(teams)]
+    config["queues"] = [{"name": "ml-org", "resources": {"gpu": {"quota": max(teams, 1)}}}] + [
+        {"name": name, "parentQueue": "ml-org", "resources": {"gpu": {"quota": 1}}} for name in names
+    ]
+    config["tenants"] = [{"name": name, "queue": name} for name in names]
+    return config
+
+
+def measure(teams: int) -> tuple[ProgramRun, float]:
+    started = time.perf_counter()
+    run = run_main(stack_config(teams), shared=False)
+    return run, time.perf_counter() - started
+
+
+def sdk_floor(count: int = 2000) -> float:
+    """Milliseconds per resource for `count` bare ConfigMaps under the same mocks."""
+
+    def build() -> None:
+        provider = k8s.Provider("floor", kubeconfig="unused")
+        for index in range(count):
+            k8s.core.v1.ConfigMap(
+                f"floor-{index}", data={"key": "value"}, opts=pulumi.ResourceOptions(provider=provider)
+            )
+
+    started = time.perf_counter()
+    run = run_pulumi(build)
+    return 1000 * (time.perf_counter() - started) / len(run.registrations)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teams", type=int, nargs="+", default=list(SIZES))
+    sizes = parser.parse_args().teams
+    baseline, _ = measure(0)
+    print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}")
+    print()
+    print("| teams | resources | per team | eval s | ms/resource | longest chain | chain to first kubeconfig |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for teams in sizes:
+        run, seconds = measure(teams)
+        resources = len(run.registrations)
+        per_team = (resources - len(baseline.registrations)) / teams
+        # The kubeconfig is read once this gate has seen the control plane write it.
+        first = run.one(KUBECONFIG_GATE, "team-0000-ready")
+        print(
+            f"| {teams:,} | {resources:,} | {per_team:.1f} | {seconds:.1f} | {1000 * seconds / resources:.2f} "
+            f"| {len(run.longest_chain())} | {len(run.longest_chain(first))} |",
+            flush=True,
+        )
+    print(f"| bare ConfigMaps | 2,001 | | | {sdk_floor():.2f} | 1 | |")
+
+
+if __name__ == "__main__":
+    main()
