@@ -119,7 +119,7 @@ def problems_from(error: ValidationError, unions: Mapping[str, Sequence[str]] | 
         elif detail["type"] == "extra_forbidden":
             lines.append(
                 problem(
-                    loc, detail["input"], "is not a known key: check its spelling against the README's config reference"
+                    loc, detail["input"], "is not a known key: check its spelling against docs/configuration.md"
                 )
             )
         else:
