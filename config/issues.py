@@ -118,9 +118,7 @@ def problems_from(error: ValidationError, unions: Mapping[str, Sequence[str]] | 
             lines.append(_missing(loc))
         elif detail["type"] == "extra_forbidden":
             lines.append(
-                problem(
-                    loc, detail["input"], "is not a known key: check its spelling against docs/configuration.md"
-                )
+                problem(loc, detail["input"], "is not a known key: check its spelling against docs/configuration.md")
             )
         else:
             lines.append(problem(loc, detail["input"], detail["msg"]))
