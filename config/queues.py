@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from config.issues import ConfigIssue
 from config.types import (
@@ -19,6 +19,9 @@ from config.types import (
 ResourceName = Literal["gpu", "cpu", "memory"]
 RESOURCES: tuple[ResourceName, ...] = ("gpu", "cpu", "memory")
 
+KAI_RULES_ONLY = "kai-rules-only"
+"""Validation context key: accept what KAI accepts (a fair-share scenario), not only what stack config does."""
+
 UNITS: dict[ResourceName, str] = {"gpu": "GPU", "cpu": "millicores", "memory": "MB"}
 """KAI's units: GPUs in devices (fractions allowed), CPU in millicores, memory in 10^6 bytes."""
 
@@ -30,9 +33,14 @@ class ResourceShare(ConfigModel):
     limit: Amount = Field(default=UNLIMITED, description="Hard cap including over-quota use; -1 for no cap.")
     over_quota_weight: Weight = Field(default=1, description="Share of idle capacity relative to sibling queues.")
 
+    @property
+    def limit_below_quota(self) -> bool:
+        """KAI accepts it (the queue then gets at most its limit); stack config refuses it as a mistake."""
+        return UNLIMITED not in (self.limit, self.quota) and self.limit < self.quota
+
     @model_validator(mode="after")
-    def _limit_not_below_quota(self) -> "ResourceShare":
-        if UNLIMITED not in (self.limit, self.quota) and self.limit < self.quota:
+    def _limit_not_below_quota(self, info: ValidationInfo) -> "ResourceShare":
+        if self.limit_below_quota and not (info.context or {}).get(KAI_RULES_ONLY):
             raise ConfigIssue(
                 ("limit",),
                 self.limit,

@@ -59,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.demand or args.capacity is not None:
                 raise ConfigError(["--demand and --capacity go with --stack; a scenario file carries its own"])
             scenario = read_scenario(args.scenario)
+            for warning in scenario.stricter_than_kai():
+                print(f"fairshare: warning: {warning} (gpu-tenancy:queues would refuse this)", file=sys.stderr)
             if args.json:
                 print(json.dumps(fair_share_json(scenario), indent=2))
             else:

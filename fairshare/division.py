@@ -10,10 +10,13 @@ v0.16, quirks included, with time-based fairness off (KAI's default, k = 0):
   rounds hand out the remainder in proportion to overQuotaWeight among unsatisfied
   queues; a queue whose remaining request fits in its share takes it all, others get
   the share rounded down to whole units and keep the fraction as a remainder.
-- Finally, the remainders: queues with the largest fractional remainder first (ties:
-  older queue, then name) each get min(1, what is left). This last step ignores
-  request and limit, so a queue may end up to one unit above either: KAI's
-  rounding slack.
+- Finally, once every group has had its rounds, the remainders, group by group from
+  the highest priority: queues with the largest fractional remainder first (ties:
+  older queue, then name; KAI breaks ties by creation time, then by UID, which a plan
+  cannot know) each get min(1, what is left). This last step ignores request and
+  limit, so a queue may end up to one unit above either: KAI's rounding slack.
+- Nothing checks that quotas fit: a queue whose limit is below its quota gets at most
+  its limit, and children whose quotas exceed their parent's share still get them.
 """
 
 from collections.abc import Mapping, Sequence
@@ -110,16 +113,23 @@ def _divide_remainders(amount: float, group: Sequence[_Share], remainders: Mappi
 
 
 def _divide_siblings(amount: float, siblings: Sequence[_Share]) -> None:
+    """Quotas first, then every priority group's rounds, highest first; only then the remainders.
+
+    A lower priority group's rounds run before a higher group's remainders are paid, so the
+    lower group may take the fractions the higher one left (divideOverQuotaResource @v0.16.4).
+    """
     remaining = _give_quotas(amount, siblings)
     if remaining <= 0:
         return
-    for priority in sorted({s.priority for s in siblings}, reverse=True):
+    groups = {p: [s for s in siblings if s.priority == p] for p in sorted({s.priority for s in siblings}, reverse=True)}
+    remainders: dict[int, dict[str, float]] = {}
+    for priority, group in groups.items():
+        remaining, remainders[priority] = _divide_up_to_fair_share(remaining, group)
+    for priority, group in groups.items():
         if remaining <= 0:
             break
-        group = [s for s in siblings if s.priority == priority]
-        remaining, remainders = _divide_up_to_fair_share(remaining, group)
-        if remaining > 0 and remainders:
-            remaining = _divide_remainders(remaining, group, remainders)
+        if remainders[priority]:
+            remaining = _divide_remainders(remaining, group, remainders[priority])
 
 
 def fair_shares(

@@ -1,4 +1,9 @@
-"""The scripting contract of `python -m fairshare --scenario FILE --json`: a capacity and queues with requests."""
+"""The scripting contract of `python -m fairshare --scenario FILE --json`: a capacity and queues with requests.
+
+A scenario follows KAI's rules, not the stack config's: KAI accepts a limit below the
+quota and children guaranteed more than their parent, and divides such trees anyway,
+so the planner does too (and says on stderr what stack config would refuse).
+"""
 
 import json
 from pathlib import Path
@@ -7,9 +12,9 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from config.hierarchy import QueueTree, overcommit_issues, structural_issues
-from config.issues import ConfigError, ConfigIssue, ConfigIssues, problems_from
-from config.queues import QueueConfig
-from config.types import ConfigModel
+from config.issues import ConfigError, ConfigIssue, ConfigIssues, problem, problems_from
+from config.queues import KAI_RULES_ONLY, RESOURCES, QueueConfig
+from config.types import ConfigModel, plain_number
 from fairshare.division import fair_shares
 
 
@@ -25,7 +30,7 @@ class Scenario(ConfigModel):
 
     @model_validator(mode="after")
     def _tree_is_sound(self) -> "Scenario":
-        issues = structural_issues(self.queues) or overcommit_issues(self.queues)
+        issues = structural_issues(self.queues)
         if not issues:
             tree = QueueTree(list(self.queues))
             issues = [
@@ -38,6 +43,22 @@ class Scenario(ConfigModel):
         if issues:
             raise ConfigIssues([ConfigIssue(("queues", *i.path), i.value, i.message) for i in issues])
         return self
+
+    def stricter_than_kai(self) -> list[str]:
+        """What `gpu-tenancy:queues` would refuse in this tree, though KAI accepts and divides it."""
+        issues = overcommit_issues(self.queues)
+        for index, queue in enumerate(self.queues):
+            for resource in RESOURCES:
+                share = queue.resources.share(resource)
+                if share.limit_below_quota:
+                    issues.append(
+                        ConfigIssue(
+                            (index, "resources", resource, "limit"),
+                            share.limit,
+                            f"is below the quota ({plain_number(share.quota)}): KAI gives at most the limit",
+                        )
+                    )
+        return [problem(("queues", *issue.path), issue.value, issue.message) for issue in issues]
 
     def fair_shares(self) -> dict[str, float]:
         demand = {q.name: q.request for q in self.queues if q.request is not None}
@@ -52,7 +73,7 @@ def read_scenario(path: Path) -> Scenario:
     except json.JSONDecodeError as error:
         raise ConfigError([f"{path} is not valid JSON: {error}"]) from None
     try:
-        return Scenario.model_validate(document)
+        return Scenario.model_validate(document, context={KAI_RULES_ONLY: True})
     except ValidationError as error:
         raise ConfigError(problems_from(error)) from None
 

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config.hierarchy import QueueTree
+from config.issues import ConfigError
 from config.queues import QueueConfig
+from config.sources import load_settings
 from fairshare.cli import main
 from fairshare.division import fair_shares
 from fairshare.plan import alone, plan
@@ -171,6 +173,68 @@ def test_cli_scenario_json_contract(tmp_path: Path, capsys: pytest.CaptureFixtur
     }
     assert main(["--scenario", str(_scenario(tmp_path, document)), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"fairShare": {"1": 70, "b": 30}}
+
+
+def _gpu(quota: float, limit: float = -1, weight: float = 1) -> dict[str, Any]:
+    return {"gpu": {"quota": quota, "limit": limit, "overQuotaWeight": weight}}
+
+
+def _departments(capacity: float, weights: tuple[float, float]) -> dict[str, Any]:
+    """Two departments (quotas 3 and 1) with one team each, both guaranteed 2: more than d2 is."""
+    return {
+        "capacity": capacity,
+        "queues": [
+            {"name": "d1", "resources": _gpu(3, weight=weights[0])},
+            {"name": "d2", "resources": _gpu(1, weight=weights[1])},
+            {"name": "q1", "parentQueue": "d1", "resources": _gpu(2), "request": 100},
+            {"name": "q2", "parentQueue": "d2", "resources": _gpu(2), "request": 100},
+        ],
+    }
+
+
+# KAI's own tests of trees stack config refuses (kai-scheduler/KAI-Scheduler @v0.16.4,
+# pkg/scheduler/plugins/proportion/resource_division/resource_division_test.go "doesn't give more
+# GPUs than allowed"; proportion_test.go "deserved department quota", "over-quota", "over-quota
+# weight", "over-quota weight - reversed"), with the fair shares those tests assert.
+KAI_SCENARIOS = [
+    pytest.param(
+        {"capacity": 3, "queues": [{"name": "q", "resources": _gpu(3, limit=2, weight=0), "request": 2}]},
+        {"q": 2},
+        id="limit-below-quota",
+    ),
+    pytest.param(_departments(4, (1, 1)), {"d1": 3, "q1": 3, "d2": 1, "q2": 2}, id="child-above-its-department"),
+    pytest.param(_departments(12, (1, 1)), {"d1": 7, "q1": 7, "d2": 5, "q2": 5}, id="over-quota"),
+    pytest.param(_departments(12, (1, 7)), {"d1": 4, "q1": 4, "d2": 8, "q2": 8}, id="over-quota-weight"),
+    pytest.param(_departments(12, (7, 1)), {"d1": 10, "q1": 10, "d2": 2, "q2": 2}, id="over-quota-weight-reversed"),
+]
+
+
+@pytest.mark.parametrize(("document", "expected"), KAI_SCENARIOS)
+def test_a_scenario_kai_accepts_gets_kais_shares_and_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], document: Any, expected: dict[str, float]
+) -> None:
+    assert main(["--scenario", str(_scenario(tmp_path, document)), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"fairShare": expected}
+    assert "would refuse" in captured.err
+    assert main(["--scenario", str(_scenario(tmp_path, document))]) == 0, "the table takes such trees too"
+
+
+def test_stack_config_still_refuses_what_a_scenario_only_warns_about() -> None:
+    config = dev_settings()
+    config["queues"][1]["resources"]["gpu"] = {"quota": 0.33, "limit": 0.2}
+    with pytest.raises(ConfigError, match=r"queues\[1\]\.resources\.gpu\.limit"):
+        load_settings(config)
+
+
+def test_lower_priorities_take_what_higher_ones_leave_before_their_remainders() -> None:
+    """KAI runs every priority group's rounds before any group's remainders (divideOverQuotaResource)."""
+    queues = [
+        queue("h1", 0, priority=200),
+        queue("h2", 0, priority=200),
+        queue("l", 0, priority=100),
+    ]
+    assert fair_shares(queues, 1, {"h1": 5, "h2": 5, "l": 5}) == {"h1": 0, "h2": 0, "l": 1}
 
 
 @pytest.mark.parametrize(
