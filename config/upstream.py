@@ -74,6 +74,17 @@ SET_AS_DEFAULT_ENVS = frozenset({NVIDIA_DEFAULT_RUNTIME_ENV, "CONTAINERD_SET_AS_
 # Under cdi.enabled the operator sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false, then applies toolkit.env over it:
 # NVIDIA/gpu-operator controllers/object_controls.go transformToolkitCtrForCDI, TransformToolkit @v26.3.3.
 
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+DCGM_MEMORY_USED = "DCGM_FI_DEV_FB_USED"
+DCGM_MEMORY_FREE = "DCGM_FI_DEV_FB_FREE"
+# In dcgm-exporter's default metrics file (etc/dcp-metrics-included.csv; framebuffer in MiB), with labels gpu,
+# UUID, modelName, Hostname (the node) and, for a GPU a pod holds as nvidia.com/gpu, pod, namespace and
+# container (kubelet pod-resources): NVIDIA/dcgm-exporter internal/pkg/transformation/kubernetes.go, const.go
+# @4.5.3-4.8.2, the exporter GPU Operator v26.3.3 runs (deployments/gpu-operator/values.yaml dcgmExporter.version).
+DCGM_SERVICE = ("nvidia-dcgm-exporter", "gpu-metrics")
+# The Service the operator creates in its namespace, labelled app=nvidia-dcgm-exporter, and its port's name
+# (9400): NVIDIA/gpu-operator assets/state-dcgm-exporter/0400_service.yaml @v26.3.3.
+
 # --- KAI Scheduler (chart v0.16.4) ---------------------------------------------------------------
 
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
@@ -90,6 +101,48 @@ KAI_CONFIG = "kai-config"
 # Available, all operands up): pkg/operator/controller/status_reconciler/status_reconciler.go @v0.16.4.
 # The queue webhook (kai-queue-validation-v2) has failurePolicy Fail and sideEffects None, so a
 # server-side dry run reaches it: pkg/operator/operands/queue_controller/resources.go @v0.16.4.
+
+KAI_QUEUE_ALLOCATED_GPUS = "kai_queue_allocated_gpus"
+KAI_QUEUE_DESERVED_GPUS = "kai_queue_deserved_gpus"
+KAI_QUEUE_INFO = "kai_queue_info"
+# Queue-controller gauges (prefix: --metrics-namespace, default kai, which the chart does not expose), labels
+# queue_name, queue_metadata_name, queue_display_name; allocated includes fractions and a parent's includes its
+# children; deserved is spec.resources.gpu.quota as-is: pkg/queuecontroller/metrics/metrics.go,
+# pkg/common/constants/constants.go @v0.16.4. No metric carries a queue's limit or weight.
+KAI_QUEUE_FAIR_SHARE_GPU = "kai_queue_fair_share_gpu"
+# The scheduler's gauge, rewritten every session by the proportion plugin; its queue_name is the display name
+# when one is set, so it joins the queue-controller's on queue_metadata_name:
+# pkg/scheduler/metrics/metrics.go, pkg/scheduler/plugins/proportion/resource_division/resource_division.go @v0.16.4.
+KAI_QUEUE_LABEL = "queue_metadata_name"
+KAI_METRICS_SERVICES = {
+    "queue-controller": ("queue-controller", "metrics"),
+    "scheduler": ("kai-scheduler-default", "http-metrics"),
+}
+# Component -> (the Service the KAI operator creates in KAI's namespace, labelled app=<name>; its metrics
+# port's name), /metrics over HTTP on 8080: pkg/operator/operands/queue_controller/resources.go,
+# pkg/operator/operands/scheduler/resources_for_shard.go (shard default), pkg/operator/operands/common/common.go
+# @v0.16.4. With more than one scheduler replica the Service loses its selector (leader EndpointSlice).
+
+# --- kube-prometheus-stack (chart 88.5.3) ---------------------------------------------------------
+
+KUBE_PROMETHEUS_STACK_REPO = "https://prometheus-community.github.io/helm-charts"
+KUBE_PROMETHEUS_STACK_CHART = "kube-prometheus-stack"
+# prometheus-community/helm-charts charts/kube-prometheus-stack/README.md @kube-prometheus-stack-88.5.3. The
+# chart installs the Prometheus Operator CRDs (a crds subchart) before its templates, and never upgrades them.
+SERVICE_MONITOR_API = ("monitoring.coreos.com/v1", "ServiceMonitor")
+KSM_NAMESPACE_LABELS = "kube_namespace_labels"
+# kube-state-metrics exports a namespace's labels only when allowed (--metric-labels-allowlist, the chart's
+# metricLabelsAllowlist), as label_<key with every character outside [a-zA-Z0-9_] as _>:
+# kubernetes/kube-state-metrics internal/store/namespace.go, utils.go @v2.20.0 (chart 8.4.0, which 88.5.3 uses).
+GRAFANA_DASHBOARD_LABEL = ("grafana_dashboard", "1")
+# The kube-prometheus-stack Grafana's dashboard sidecar loads ConfigMaps with this label from every namespace
+# (grafana.sidecar.dashboards: label, labelValue, searchNamespace ALL): values.yaml @kube-prometheus-stack-88.5.3.
+# Its Grafana Service and admin Secret (admin-user, admin-password; random unless set) are both named
+# <release>-grafana, port 80: grafana-community/helm-charts charts/grafana templates @grafana-12.11.1.
+MICROK8S_OBSERVABILITY_RELEASE = "kube-prom-stack"
+# MicroK8s' observability add-on installs kube-prometheus-stack as kube-prom-stack in namespace observability,
+# whose Prometheus selects ServiceMonitors labelled release=kube-prom-stack (serviceMonitorSelectorNilUsesHelmValues):
+# canonical/microk8s-core-addons addons/observability/enable @f689811.
 
 # --- vCluster (chart 0.35.1) ---------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""`python -m fairshare`: the plan for a stack, a what-if on it, or a scenario file as JSON."""
+"""`python -m fairshare`: the plan for a stack, a what-if on it, or a scenario file; `... cost`: what was used."""
 
 import argparse
 import json
@@ -8,7 +8,9 @@ from pathlib import Path
 
 from config.issues import ConfigError
 from config.sources import read_stack_file
+from fairshare.cost import cost_report, measure, render_cost
 from fairshare.plan import Plan, plan, pool_capacity
+from fairshare.prometheus import Prometheus
 from fairshare.scenario import fair_share_json, read_scenario
 from fairshare.table import render
 
@@ -52,7 +54,43 @@ def _stack_plan(args: argparse.Namespace) -> Plan:
     return plan(settings.queues, capacity, _demand(args.demand, settings.queue_tree.leaves))
 
 
+def _cost_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m fairshare cost", description="GPU-hours and cost per queue over a window, from Prometheus."
+    )
+    parser.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus' base URL")
+    parser.add_argument("--window", default="30d", help="how far back: 30d, 12h, 2w, 90m (default 30d)")
+    parser.add_argument("--price-per-gpu-hour", type=float, required=True, metavar="P")
+    parser.add_argument("--stack", default="dev", help="the stack whose queues to report (default dev)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def _price(value: float | None) -> float | None:
+    if value is not None and not 0 <= value < float("inf"):
+        raise ConfigError([f"--price-per-gpu-hour {value:g}: give a finite price >= 0"])
+    return value
+
+
+def cost_main(argv: Sequence[str]) -> int:
+    args = _cost_parser().parse_args(argv)
+    try:
+        price = _price(args.price_per_gpu_hour) or 0.0
+        settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
+        prometheus = Prometheus(args.prometheus)
+        gpu_hours, utilisation = measure(prometheus, settings.queues, args.window)
+        report = cost_report(settings.queues, gpu_hours, utilisation, window=args.window, price=price)
+    except ConfigError as error:
+        print(f"fairshare cost: {'; '.join(error.problems)}", file=sys.stderr)
+        return INVALID_INPUT
+    print(json.dumps(report.to_data(), indent=2) if args.json else render_cost(report))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["cost"]:
+        return cost_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.scenario is not None:

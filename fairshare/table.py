@@ -12,6 +12,17 @@ def _gpus(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
+def aligned(rows: list[list[str]]) -> list[str]:
+    """Rows as text columns: the first (names) left-aligned, the numbers right-aligned, a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
+        for r in rows
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    return lines
+
+
 def render(plan: Plan) -> str:
     what_if = any(q.what_if is not None for q in plan.queues)
     header = ["queue", "quota", "limit", "weight", "priority", "all busy", "alone", "rigid"]
@@ -25,12 +36,7 @@ def render(plan: Plan) -> str:
         if what_if:
             row += [_gpus(q.demand), _gpus(q.what_if)]
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
-        for r in rows
-    ]
-    lines.insert(1, "-" * len(lines[0]))
+    lines = aligned(rows)
     lines.append("")
     lines.append(f"GPU pool: {plan.capacity:g}. Shares in GPUs; 'alone' is what a team gets while the others are idle.")
     lines.append(
