@@ -9,6 +9,7 @@ from pathlib import Path
 from config.issues import ConfigError
 from config.sources import read_stack_file
 from fairshare.cost import cost_report, measure, render_cost
+from fairshare.markdown import render_markdown
 from fairshare.plan import Plan, plan, pool_capacity
 from fairshare.prometheus import Prometheus
 from fairshare.scenario import fair_share_json, read_scenario
@@ -26,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--demand", action="append", default=[], metavar="QUEUE=AMOUNT", help="what-if demand")
     parser.add_argument("--capacity", type=float, help="GPUs in the pool (default: the roots' quotas)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--format", choices=["text", "markdown"], default="text", help="markdown: a table and charts for a PR comment"
+    )
+    parser.add_argument(
+        "--price-per-gpu-hour", type=float, metavar="P", help="add each team's guaranteed GPU-hours per month and cost"
+    )
     return parser
 
 
@@ -96,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.scenario is not None:
             if args.demand or args.capacity is not None:
                 raise ConfigError(["--demand and --capacity go with --stack; a scenario file carries its own"])
+            if args.format == "markdown" or args.price_per_gpu_hour is not None:
+                raise ConfigError(["--format markdown and --price-per-gpu-hour go with --stack"])
             scenario = read_scenario(args.scenario)
             for warning in scenario.stricter_than_kai():
                 print(f"fairshare: warning: {warning} (gpu-tenancy:queues would refuse this)", file=sys.stderr)
@@ -105,9 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 demand = {q.name: q.request or 0.0 for q in scenario.queues if q.request is not None}
                 print(render(plan(scenario.queues, scenario.capacity, demand)))
             return 0
+        price = _price(args.price_per_gpu_hour)
         result = _stack_plan(args)
     except ConfigError as error:
         print(f"fairshare: {'; '.join(error.problems)}", file=sys.stderr)
         return INVALID_INPUT
-    print(json.dumps(result.to_data(), indent=2) if args.json else render(result))
+    if args.json:
+        print(json.dumps(result.to_data(), indent=2))
+    elif args.format == "markdown":
+        print(render_markdown(result, stack=args.stack, price=price), end="")
+    else:
+        print(render(result, price))
     return 0

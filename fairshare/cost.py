@@ -19,9 +19,6 @@ from fairshare import queries
 from fairshare.prometheus import Prometheus, integral_hours, mean, step_for, window_seconds
 from fairshare.table import aligned
 
-HOURS_PER_MONTH = 730
-"""The billing month of cloud price lists: 365 * 24 / 12."""
-
 
 @dataclass(frozen=True)
 class QueueCost:

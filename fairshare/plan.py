@@ -13,6 +13,9 @@ from config.queues import QueueConfig
 from config.types import UNLIMITED, plain_number
 from fairshare.division import fair_shares
 
+HOURS_PER_MONTH = 730
+"""The billing month of cloud price lists: 365 * 24 / 12."""
+
 
 @dataclass(frozen=True)
 class QueuePlan:

@@ -1,7 +1,12 @@
 """The plan as text: the table `python -m fairshare` prints and `pulumi preview` shows."""
 
 from config.types import UNLIMITED
-from fairshare.plan import Plan
+from fairshare.plan import HOURS_PER_MONTH, Plan
+
+PRICE_NOTE = (
+    "Guaranteed: each team's quota for a {hours}-hour month at {price:g} per GPU-hour, "
+    "what it is promised whatever the others do; bursting above it is not counted."
+)
 
 
 def _amount(value: float) -> str:
@@ -23,11 +28,14 @@ def aligned(rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def render(plan: Plan) -> str:
+def plan_rows(plan: Plan, price: float | None = None) -> list[list[str]]:
+    """The plan's header and one row per queue; with a price, each leaf's guaranteed GPU-hours and their cost."""
     what_if = any(q.what_if is not None for q in plan.queues)
     header = ["queue", "quota", "limit", "weight", "priority", "all busy", "alone", "rigid"]
     if what_if:
         header += ["demand", "what-if"]
+    if price is not None:
+        header += ["GPU-h/month", "cost/month"]
     rows = [header]
     for q in plan.queues:
         name = q.name if q.parent is None else f"  {q.name}"
@@ -35,8 +43,15 @@ def render(plan: Plan) -> str:
         row += [_gpus(q.saturated), _gpus(q.alone), _gpus(q.rigid)]
         if what_if:
             row += [_gpus(q.demand), _gpus(q.what_if)]
+        if price is not None:
+            hours = None if q.rigid is None else q.rigid * HOURS_PER_MONTH
+            row += ["" if hours is None else f"{hours:.0f}", "" if hours is None else f"{hours * price:.2f}"]
         rows.append(row)
-    lines = aligned(rows)
+    return rows
+
+
+def render(plan: Plan, price: float | None = None) -> str:
+    lines = aligned(plan_rows(plan, price))
     lines.append("")
     lines.append(f"GPU pool: {plan.capacity:g}. Shares in GPUs; 'alone' is what a team gets while the others are idle.")
     lines.append(
@@ -48,4 +63,6 @@ def render(plan: Plan) -> str:
             lines.append(f"{q.name} alone: {q.alone:.2f} GPU (rigid partition: {q.rigid:.2f})")
     if plan.what_if_utilisation is not None:
         lines.append(f"What-if: {plan.what_if_utilisation:.0%} of the pool in use.")
+    if price is not None:
+        lines.append(PRICE_NOTE.format(hours=HOURS_PER_MONTH, price=price))
     return "\n".join(lines)
