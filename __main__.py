@@ -7,6 +7,7 @@ import pulumi
 from components.gpu_host import GpuHost, GpuHostArgs
 from components.gpu_operator_values import installed_operator_runs_cdi
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
+from components.observability import Observability, ObservabilityArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.tenant_admission import TenantAdmission, TenantAdmissionArgs
 from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
@@ -89,6 +90,23 @@ tenants = {
     )
     for tenant in settings.tenants
 }
+
+if settings.observability.enabled:
+    observability = Observability(
+        "observability",
+        ObservabilityArgs(
+            settings=settings.observability,
+            version=settings.versions.kube_prometheus_stack,
+            provider=host.provider,
+            kai_namespace=kai.namespace,
+            operator_namespace=None if settings.gpu_operator.mode == "skip" else settings.gpu_operator.namespace,
+            gpus_ready=[host.ready],
+            leaf_queues=settings.queue_tree.leaves,
+            limits={q.name: q.resources.gpu.limit for q in settings.queues},
+        ),
+    )
+    pulumi.export("grafana", observability.grafana)
+    pulumi.export("grafanaAdminPassword", observability.grafana_admin_password)
 
 pulumi.export("hostKubeconfig", host.kubeconfig)
 pulumi.export("hostAddress", host.address)

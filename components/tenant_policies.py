@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from components.labels import MANAGED_BY
+from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
     CDI_ANNOTATION_PREFIXES,
     GPU_FRACTION_ANNOTATIONS,
@@ -32,8 +33,6 @@ from config.upstream import (
     SYNCED_POD_LABEL,
 )
 
-TENANT_LABEL = "gpu-tenancy/tenant"
-QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
 POD_POLICY = "gpu-tenancy-tenant-pods"
 CONFIGMAP_POLICY = "gpu-tenancy-tenant-gpu-configmaps"
 

@@ -16,7 +16,6 @@ from components.gate_job import Gate, GateStep
 from components.helm import ReleaseSpec, helm_release
 from components.kubeconfigs import with_server
 from components.labels import MANAGED_BY, object_name
-from components.tenant_policies import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from components.vcluster_values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
@@ -27,7 +26,7 @@ from components.vcluster_values import (
     tenant_endpoint,
     vcluster_values,
 )
-from config.names import TENANT_NAMESPACE_PREFIX
+from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL, TENANT_NAMESPACE_PREFIX
 from config.node_ports import TenantPorts
 from config.tenants import AddonConfig, TenantConfig, VClusterConfig
 from config.upstream import KUBECONFIG_SECRET_KEY, TRAEFIK_API_VERSION, VCLUSTER_CHART

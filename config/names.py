@@ -18,6 +18,9 @@ STATEFULSET_REVISION_HASH_MAX = 10
 # kubernetes/kubernetes pkg/controller/history/controller_history.go; the failure is kubernetes/kubernetes#64023.
 
 TENANT_NAMESPACE_PREFIX = "vcluster-"
+TENANT_LABEL = "gpu-tenancy/tenant"
+QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
+"""Every tenant namespace carries its tenant and queue: admission policies, dashboards and cost read them."""
 
 TENANT_NAME_USES: Mapping[str, int] = {
     # The vCluster chart names its StatefulSet and Services after the release and checks no length:

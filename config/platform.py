@@ -61,6 +61,9 @@ class VersionsConfig(ConfigModel):
     gpu_operator: PinnedVersion | None = Field(
         default=None, description="GPU Operator chart version, e.g. v26.3.3; required unless gpuOperator.mode is skip."
     )
+    kube_prometheus_stack: PinnedVersion | None = Field(
+        default=None, description="kube-prometheus-stack chart version, e.g. 88.5.3; required by observability install."
+    )
 
 
 class KaiSchedulerConfig(ConfigModel):

@@ -9,6 +9,7 @@ from config.capacity import PLATFORM_QUOTA_KEYS, control_plane_footprint, quota_
 from config.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
 from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost
 from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path, problems_from
+from config.observability import ObservabilityConfig
 from config.platform import KaiSchedulerConfig, VersionsConfig
 from config.queues import QueueConfig
 from config.tenants import TenantConfig, VClusterConfig, node_port_issues
@@ -35,6 +36,7 @@ class StackConfig(ConfigModel):
     queues: list[QueueConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     vcluster: VClusterConfig = Field(default_factory=VClusterConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
     @model_validator(mode="after")
     def _tree_is_sound(self) -> "StackConfig":
@@ -97,6 +99,14 @@ class StackConfig(ConfigModel):
                     ("versions", "vcluster"),
                     MISSING,
                     "is required when there are tenants: set the vCluster chart version, e.g. 0.35.1",
+                )
+            )
+        if self.observability.mode == "install" and self.versions.kube_prometheus_stack is None:
+            issues.append(
+                ConfigIssue(
+                    ("versions", "kubePrometheusStack"),
+                    MISSING,
+                    "is required when observability.mode is install: set the chart version, e.g. 88.5.3",
                 )
             )
         if self.gpu_operator.mode == "install" and self.versions.gpu_operator is None:

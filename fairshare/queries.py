@@ -8,20 +8,23 @@ fraction's use shows under KAI's reservation pod, not the team, so per-team util
 covers whole-GPU pods only.
 """
 
+from collections.abc import Mapping
+
+from config.types import UNLIMITED
 from config.upstream import (
     DCGM_GPU_UTIL,
     DCGM_MEMORY_USED,
     KAI_QUEUE_ALLOCATED_GPUS,
     KAI_QUEUE_DESERVED_GPUS,
     KAI_QUEUE_FAIR_SHARE_GPU,
+    KAI_QUEUE_INFO,
     KAI_QUEUE_LABEL,
     KSM_NAMESPACE_LABELS,
 )
 
-QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
-"""The label every tenant namespace carries with its queue (components/tenant_policies.py sets it)."""
 KSM_QUEUE_LABEL = "label_gpu_tenancy_queue"
-"""kube-state-metrics' name for that label: `label_` + the key with every other character as `_`."""
+KSM_TENANT_LABEL = "label_gpu_tenancy_tenant"
+"""kube-state-metrics' names for those labels: `label_` + the key with every other character as `_`."""
 
 
 def _queues(selector: str) -> str:
@@ -73,3 +76,24 @@ def node_utilisation() -> str:
 
 def node_memory_used() -> str:
     return f"sum by (Hostname) ({DCGM_MEMORY_USED})"
+
+
+def limits(limit_by_queue: Mapping[str, float], selector: str) -> str | None:
+    """Each capped queue's limit as a series: no KAI metric carries it, but the stack config does.
+
+    One constant per queue, labelled like KAI's metrics (label_replace on vector()), kept only for
+    queues matching the selector; None when no queue is capped.
+    """
+    parts = [
+        f'label_replace(vector({limit:g}), "{KAI_QUEUE_LABEL}", "{queue}", "", "")'
+        for queue, limit in sorted(limit_by_queue.items())
+        if limit != UNLIMITED
+    ]
+    if not parts:
+        return None
+    return f"({' or '.join(parts)}) and on ({KAI_QUEUE_LABEL}) {KAI_QUEUE_INFO}{{{_queues(selector)}}}"
+
+
+def time_over_quota(selector: str) -> str:
+    """The share (%) of the dashboard's range a queue spent above its quota, sampled each minute."""
+    return f"avg_over_time({over_quota(selector)}[$__range:1m]) * 100"

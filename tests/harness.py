@@ -110,6 +110,8 @@ COMMAND_STDOUT = {
 """What each host step prints on the reference machine, keyed by the step's name suffix."""
 
 
+GRAFANA_PASSWORD = "generated-by-the-grafana-chart"
+"""What the Grafana chart put in its admin Secret, as the mocks hand it back."""
 JOIN_TOKEN = "0123456789abcdef0123456789abcdef/fedcba987654"
 """The single-use token every worker is handed under the mocks (the shape `microk8s add-node` prints)."""
 
@@ -198,11 +200,12 @@ class RealisticMocks(Mocks):
                 "status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "1"}},
             }
         namespace, name = resource_id.split("/")
-        config = tenant_kubeconfig(name.removeprefix("vc-"))
-        return {
-            "metadata": {"namespace": namespace, "name": name},
-            "data": {"config": base64.b64encode(config.encode()).decode()},
-        }
+        if name.endswith("grafana"):
+            data = {"admin-user": "admin", "admin-password": GRAFANA_PASSWORD}
+        else:
+            data = {"config": tenant_kubeconfig(name.removeprefix("vc-"))}
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        return {"metadata": {"namespace": namespace, "name": name}, "data": encoded}
 
     def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         return {}, None

@@ -240,6 +240,30 @@ BAD_CONFIGS = [
         "lowercase DNS domain",
     ),
     (
+        "observability-without-its-chart-version",
+        lambda c: c["versions"].pop("kubePrometheusStack"),
+        "gpu-tenancy:versions.kubePrometheusStack",
+        "observability.mode is install",
+    ),
+    (
+        "observability-forgets-before-the-cost-window",
+        lambda c: c["observability"].update(retentionDays=10),
+        "gpu-tenancy:observability.retentionDays",
+        "greater than or equal to 31",
+    ),
+    (
+        "observability-values-for-a-stack-it-does-not-install",
+        lambda c: c.update(observability={"mode": "existing", "values": {"grafana": {}}}),
+        "gpu-tenancy:observability.values",
+        "only with mode install",
+    ),
+    (
+        "observability-overrides-the-namespace-labels-it-needs",
+        lambda c: c["observability"].update(values={"kube-state-metrics": {"metricLabelsAllowlist": []}}),
+        "gpu-tenancy:observability.values.kube-state-metrics.metricLabelsAllowlist",
+        "namespace labels",
+    ),
+    (
         "tenant-pins-its-control-plane-elsewhere",
         lambda c: c["tenants"][1].update(
             values={"controlPlane": {"statefulSet": {"scheduling": {"nodeSelector": {"gpu": "big"}}}}}

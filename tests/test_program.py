@@ -9,7 +9,7 @@ import yaml
 from components.kubeconfigs import with_server
 from config.node_ports import hashed_port
 from tests.conftest import dev_settings, queue_schema_errors, reference_file
-from tests.harness import FAKE_HOST_KUBECONFIG, ProgramRun, Registration, run_main, tenant_kubeconfig
+from tests.harness import FAKE_HOST_KUBECONFIG, GRAFANA_PASSWORD, ProgramRun, Registration, run_main, tenant_kubeconfig
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -100,9 +100,13 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
             assert kinds[registration.parent] == "gpu-tenancy:index:QueueHierarchy"
         elif registration.type.startswith(("kubernetes:", "command:")):
             prefix = registration.name.split("-")[0]
-            owner = {"host": "GpuHost", "kai": "KaiScheduler", "tenant": "TenantAdmission"}.get(
-                prefix, "VClusterTenant"
-            )
+            owners = {
+                "host": "GpuHost",
+                "kai": "KaiScheduler",
+                "tenant": "TenantAdmission",
+                "observability": "Observability",
+            }
+            owner = owners.get(prefix, "VClusterTenant")
             assert kinds[registration.parent] == f"gpu-tenancy:index:{owner}", registration.name
 
 
@@ -124,12 +128,19 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
             for team in TEAMS
         },
         "tenantEndpoints": {team: f"https://198.51.100.7:{hashed_port(team, 'https')}" for team in TEAMS},
+        "grafana": {
+            "url": "http://kube-prometheus-stack-grafana.observability.svc",
+            "portForward": "kubectl -n observability port-forward svc/kube-prometheus-stack-grafana 3000:80",
+            "browse": "http://localhost:3000",
+            "adminUser": "admin",
+        },
+        "grafanaAdminPassword": GRAFANA_PASSWORD,
     }
 
 
-def test_only_kubeconfig_outputs_are_secret(dev_run: ProgramRun) -> None:
+def test_only_credentials_are_secret_outputs(dev_run: ProgramRun) -> None:
     secret = {key for key, exported in dev_run.exports.items() if exported.secret}
-    assert secret == {"hostKubeconfig", "tenantKubeconfigs"}
+    assert secret == {"hostKubeconfig", "tenantKubeconfigs", "grafanaAdminPassword"}
 
 
 def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> None:

@@ -1,0 +1,86 @@
+"""`gpu-tenancy:observability`: who uses the GPUs, seen in Prometheus and Grafana.
+
+`install` puts kube-prometheus-stack on the cluster (its Prometheus keeps the longest
+cost window on a persistent volume); `existing` adds only the scrape configs and
+dashboards to a Prometheus Operator stack that already runs (e.g. MicroK8s'
+observability add-on); `off` does neither.
+"""
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from config.issues import ConfigIssue, ConfigIssues
+from config.owned_values import OwnedValues, owned_value_issues
+from config.quantities import Quantity
+from config.types import ConfigModel, HelmReleaseName, KubernetesName
+from config.upstream import GRAFANA_DASHBOARD_LABEL, MICROK8S_OBSERVABILITY_RELEASE
+
+COST_WINDOW_DAYS = 31
+"""The longest window `fairshare cost` is meant for: a month, with a day to spare."""
+
+KUBE_PROMETHEUS_STACK_OWNED_VALUES: OwnedValues = {
+    ("prometheus", "prometheusSpec", "retention"): "set observability.retentionDays instead",
+    ("prometheus", "prometheusSpec", "storageSpec"): "set observability.storageSize and storageClass instead",
+    ("kube-state-metrics", "metricLabelsAllowlist"): (
+        "the dashboards and the cost report meet teams through the namespace labels it allows"
+    ),
+    ("grafana", "sidecar", "dashboards", "enabled"): "the dashboards are provisioned through the sidecar",
+}
+"""kube-prometheus-stack values the platform sets (charts/kube-prometheus-stack/values.yaml @88.5.3)."""
+
+
+class ObservabilityConfig(ConfigModel):
+    mode: Literal["off", "install", "existing"] = Field(
+        default="off",
+        description="install: kube-prometheus-stack at versions.kubePrometheusStack. existing: only "
+        "ServiceMonitors and dashboards, for a Prometheus Operator stack already on the cluster. off: nothing.",
+    )
+    namespace: KubernetesName = Field(
+        default="observability",
+        description="install: the release's namespace (created, Pod Security privileged for node-exporter). "
+        "existing: where the dashboards go (it must exist).",
+    )
+    release_name: HelmReleaseName = Field(default="kube-prometheus-stack", description="install: the Helm release.")
+    retention_days: int = Field(
+        default=35,
+        ge=COST_WINDOW_DAYS,
+        le=3650,
+        description=f"install: how long Prometheus keeps data; at least {COST_WINDOW_DAYS}, the cost window.",
+    )
+    storage_size: Quantity = Field(default="50Gi", description="install: Prometheus' persistent volume.")
+    storage_class: KubernetesName | None = Field(default=None, description="install: its StorageClass.")
+    service_monitor_labels: dict[str, str] | None = Field(
+        default=None,
+        description="Labels the stack's Prometheus selects ServiceMonitors by. Default: release=<releaseName> "
+        f"with install, release={MICROK8S_OBSERVABILITY_RELEASE} (MicroK8s' add-on) with existing.",
+    )
+    dashboard_labels: dict[str, str] = Field(
+        default_factory=lambda: dict([GRAFANA_DASHBOARD_LABEL]),
+        description="Labels Grafana's dashboard sidecar loads ConfigMaps by.",
+    )
+    values: dict[str, Any] = Field(
+        default_factory=dict, description="install: kube-prometheus-stack values deep-merged over the platform's."
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    @property
+    def monitor_labels(self) -> dict[str, str]:
+        if self.service_monitor_labels is not None:
+            return self.service_monitor_labels
+        release = self.release_name if self.mode == "install" else MICROK8S_OBSERVABILITY_RELEASE
+        return {"release": release}
+
+    @model_validator(mode="after")
+    def _platform_values_kept(self) -> "ObservabilityConfig":
+        issues = owned_value_issues(self.values, KUBE_PROMETHEUS_STACK_OWNED_VALUES)
+        if self.mode != "install" and self.values:
+            issues.append(
+                ConfigIssue(("values",), "{...}", "is used only with mode install: remove it, or install the stack")
+            )
+        if issues:
+            raise ConfigIssues(issues)
+        return self
