@@ -86,3 +86,41 @@ def test_up_runs_only_on_main_behind_its_stacks_environment() -> None:
     assert up["environment"] == "${{ matrix.stack }}"
     assert _action(up)["with"]["command"] == "up"
     assert "PULUMI_CONFIG_PASSPHRASE" in _secrets(up)
+
+
+COMMENTER = ROOT / ".github" / "workflows" / "plan-comment.yml"
+
+
+def _commenter() -> dict[Any, Any]:
+    document: dict[Any, Any] = yaml.safe_load(COMMENTER.read_text())
+    return document
+
+
+def test_the_plan_is_rendered_for_every_stack_without_secrets_or_review() -> None:
+    plan = _workflow()["jobs"]["plan"]
+    assert plan["if"] == "github.event_name == 'pull_request'"
+    assert "environment" not in plan
+    assert not _secrets(plan)
+    assert "permissions" not in plan, "the workflow's read-only token"
+    run = next(step["run"] for step in plan["steps"] if "fairshare" in step.get("run", ""))
+    assert "for file in Pulumi.*.yaml" in run
+    assert 'venv/bin/python -m fairshare --stack "$stack" --format markdown' in run
+    upload = next(step for step in plan["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "fair-share-plan"
+
+
+def test_the_plan_is_posted_by_a_workflow_that_never_runs_pull_request_code() -> None:
+    workflow = _commenter()
+    assert workflow[True] == {"workflow_run": {"workflows": ["preview"], "types": ["completed"]}}
+    assert workflow["permissions"] == {}
+    job = workflow["jobs"]["comment"]
+    assert job["permissions"] == {"actions": "read", "issues": "write", "pull-requests": "write"}
+    assert not [step for step in job["steps"] if step.get("uses", "").startswith("actions/checkout")]
+    assert not [step for step in job["steps"] if "run" in step], "no shell over the artifact's contents"
+    assert not _secrets(job)
+    download = job["steps"][0]["with"]
+    assert download["run-id"] == "${{ github.event.workflow_run.id }}"
+    script = job["steps"][1]["with"]["script"]
+    assert "pr.head.sha !== process.env.HEAD_SHA" in script, "only on the pull request the run was for"
+    assert "updateComment" in script, "one comment per stack, updated in place"
+    assert "gpu-tenancy:fair-share-plan:${stack}" in script
