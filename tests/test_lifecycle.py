@@ -163,6 +163,8 @@ CHANGES = [
     ("vcluster.readyTimeoutSeconds", 1200, {f"{team}-ready" for team in TEAMS}),
     ("vcluster.persistenceSize", "10Gi", {f"{team}-vcluster" for team in TEAMS}),
     ("host.deleteOnDestroy", True, {"host-brev-instance"}),
+    ("observability.retentionDays", 60, {"observability-stack"}),
+    ("versions.kubePrometheusStack", "88.6.0", {"observability-stack"}),
     ("host.expect.minGpuMemoryMiB", 40000, {"host-preflight"}),
     (
         "tenants.1.values",
