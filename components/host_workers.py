@@ -69,6 +69,28 @@ def _node_script(action: str, node: pulumi.Input[str]) -> dict[str, pulumi.Input
     return {"ACTION": action, "NODE_NAME": node, "TIMEOUT_SECONDS": str(JOIN_TIMEOUT_SECONDS)}
 
 
+def _node_step(
+    resource_name: str,
+    action: str,
+    undo: str,
+    node: pulumi.Input[str],
+    *,
+    connection: pulumi.Input[Any],
+    parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource],
+) -> command.remote.Command:
+    """worker-node.sh on the control plane: `action` when created, `undo` when deleted."""
+    return remote_step(
+        resource_name,
+        connection=connection,
+        script="worker-node.sh",
+        inputs=_node_script(action, node),
+        parent=parent,
+        after=after,
+        delete=remote_delete("worker-node.sh", _node_script(undo, node)),
+    )
+
+
 def worker_node_list(names: list[str]) -> str:
     """The worker node names, space-separated; two machines with one hostname would be one node."""
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -91,6 +113,7 @@ def join_workers(
     """Every worker's steps, children of `parent`, named `<name>-<worker key>-<step>`."""
     if not workers:
         return JoinedWorkers([], [])
+    cp = control_plane.connection
     nodes: list[pulumi.Output[str]] = []
     claims: list[command.remote.Command] = []
     installs: list[command.remote.Command] = []
@@ -122,16 +145,10 @@ def join_workers(
                 delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
             )
         )
+        # Last to go: the node is removed once the worker has left the cluster.
         claims.append(
-            remote_step(
-                f"{prefix}-node",
-                connection=control_plane.connection,
-                script="worker-node.sh",
-                inputs=_node_script("claim", node),
-                parent=parent,
-                after=[control_plane.running],
-                # Last to go: the node is removed once the worker has left the cluster.
-                delete=remote_delete("worker-node.sh", _node_script("remove", node)),
+            _node_step(
+                f"{prefix}-node", "claim", "remove", node, connection=cp, parent=parent, after=[control_plane.running]
             )
         )
     tokens = remote_step(
@@ -161,16 +178,6 @@ def join_workers(
             after=[install, claim, tokens],
             delete=remote_command("worker-join.sh", {"ACTION": "leave"}),
         )
-        ready.append(
-            remote_step(
-                f"{prefix}-ready",
-                connection=control_plane.connection,
-                script="worker-node.sh",
-                inputs=_node_script("ready", node),
-                parent=parent,
-                after=[join],
-                # First to go: the node is drained while it is still in the cluster.
-                delete=remote_delete("worker-node.sh", _node_script("drain", node)),
-            )
-        )
+        # First to go: the node is drained while it is still in the cluster.
+        ready.append(_node_step(f"{prefix}-ready", "ready", "drain", node, connection=cp, parent=parent, after=[join]))
     return JoinedWorkers(nodes, ready)

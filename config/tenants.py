@@ -30,7 +30,9 @@ pkg/kubeapiserver/options/options.go DefaultServiceNodePortRange: 30000-32767)."
 VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",
     ("sync", "fromHost", "nodes", "enabled"): "teams must see the real GPU node",
-    ("controlPlane", "service", "spec", "type"): "the API endpoint is a NodePort on the host",
+    ("controlPlane", "service", "spec", "type"): (
+        "the platform exposes the API itself: a NodePort, or a ClusterIP behind the SNI route (vcluster.expose)"
+    ),
     ("controlPlane", "service", "httpsNodePort"): "set the tenant's nodePort instead",
     ("controlPlane", "service", "kubeletNodePort"): "gpu-tenancy assigns it once and keeps it, so no two teams clash",
     ("controlPlane", "statefulSet", "persistence", "volumeClaim", "enabled"): (

@@ -88,10 +88,9 @@ def alone(tree: QueueTree, leaf: str, capacity: float) -> float:
     Queues that ask for nothing get nothing, so only the leaf's own path from its root
     decides: the division runs on that path alone, which keeps a plan of N teams linear.
     """
-    by_name = {queue.name: queue for queue in tree.queues}
-    path = [by_name[leaf]]
+    path = [tree.queues[tree.index[leaf]]]
     while (parent := path[-1].parent_queue) is not None:
-        path.append(by_name[parent])
+        path.append(tree.queues[tree.index[parent]])
     return fair_shares(path[::-1], capacity, {leaf: capacity})[leaf]
 
 
