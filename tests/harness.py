@@ -48,6 +48,9 @@ class Registration:
     read: bool = False
     retain_on_delete: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+    """What the program says this resource was once: `{"urn": ...}`, or a spec (name, type, stack, project,
+    parentUrn, noParent) with empty fields meaning "as now", which the engine turns into URNs."""
 
     def depends_on(self, other: "Registration") -> bool:
         return other.urn in self.dependencies
@@ -233,10 +236,39 @@ class FreshPreviewMocks(RealisticMocks):
         return "", inputs
 
 
+def _alias(alias: Any) -> dict[str, Any]:
+    if alias.HasField("spec"):
+        spec = alias.spec
+        return {
+            "name": spec.name,
+            "type": spec.type,
+            "stack": spec.stack,
+            "project": spec.project,
+            "parentUrn": spec.parentUrn,
+            "noParent": spec.noParent,
+        }
+    return {"urn": alias.urn}
+
+
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
+
+
 class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the engine gives: the parent's whole qualified type, and no prefix under the root stack.
+
+        Pulumi's mock monitor keeps only the parent's own type and prefixes top-level resources with
+        the stack's (pulumi/runtime/mocks.py make_urn, SDK 3.272.0), so its URNs are not the ones in a
+        stack's state (pulumi/pulumi pkg/resource/deploy/deployment.go generateURN @v3.259.0).
+        """
+        parent_type = parent.split("::")[2] if parent else ""
+        if parent_type and parent_type != ROOT_STACK_TYPE:
+            type_ = f"{parent_type}${type_}"
+        return f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{type_}::{name}"
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         response = super().RegisterResource(request)
@@ -274,6 +306,7 @@ class RecordingMonitor(MockMonitor):
                 read=read,
                 retain_on_delete=getattr(request, "retainOnDelete", False),
                 ignore_changes=list(getattr(request, "ignoreChanges", [])),
+                aliases=[_alias(alias) for alias in getattr(request, "aliases", [])],
             )
         )
 
