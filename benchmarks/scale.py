@@ -21,8 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from tests.conftest import dev_settings
-from tests.harness import ProgramRun, run_main, run_pulumi
+from harness import ProgramRun, dev_settings, run_main, run_pulumi
 
 SIZES = (3, 30, 100, 300, 1000)
 KUBECONFIG_GATE = "kubernetes:batch/v1:Job"

@@ -1,6 +1,5 @@
 """Shared fixtures: the reference stack's settings, a stand-in kubeconfig, upstream reference data."""
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -9,8 +8,7 @@ import jsonschema
 import pytest
 import yaml
 
-from config.sources import split_project_keys
-from tests.harness import ROOT
+from harness import ROOT, dev_settings
 
 SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
 
@@ -27,12 +25,6 @@ contexts:
   context: {cluster: host, user: admin}
 current-context: host
 """
-
-
-def dev_settings() -> dict[str, Any]:
-    """`gpu-tenancy:*` settings of Pulumi.dev.yaml, keyed without the project prefix."""
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
-    return copy.deepcopy(split_project_keys(document["config"]))
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import ROOT
+from harness import ROOT
 
 COMPONENT_FILES = sorted((ROOT / "components").glob("*.py"))
 

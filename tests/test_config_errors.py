@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from config.issues import ConfigError
 from config.sources import load_settings
-from tests.conftest import FAKE_KUBECONFIG, dev_settings
-from tests.harness import ProgramRun, attempt_main
+from harness import ProgramRun, attempt_main, dev_settings
+from tests.conftest import FAKE_KUBECONFIG
 
 Config = dict[str, Any]
 

@@ -12,9 +12,8 @@ import base64
 import pytest
 
 from components.host_scripts import SCRIPTS_DIR
-from tests.conftest import dev_settings
+from harness import ProgramRun, Registration, dev_settings, run_main
 from tests.fake_host import FakeHost, fake_host
-from tests.harness import ProgramRun, Registration, run_main
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END OPENSSH PRIVATE KEY-----\n"
 ADMIN_KEY = base64.b64encode(b"admin-client-key").decode()

@@ -3,7 +3,7 @@
 import pytest
 from packaging.requirements import Requirement
 
-from tests.harness import ROOT
+from harness import ROOT
 
 WITHOUT_MUTATING_ADMISSION_POLICY = ("4.18.0", "4.26.0", "4.29.0")
 # admissionregistration.k8s.io/v1 MutatingAdmissionPolicy arrived with the Kubernetes 1.36 schema in

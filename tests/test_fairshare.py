@@ -16,7 +16,7 @@ from config.sources import load_settings
 from fairshare.cli import main
 from fairshare.division import fair_shares
 from fairshare.plan import alone, plan
-from tests.conftest import dev_settings
+from harness import dev_settings
 
 SLACK = 1e-9
 

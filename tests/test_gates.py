@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from config.upstream import GPU_OPERATOR_DAEMONSETS, IMAGE_PROGRAMS, KUBECTL_IMAGE
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, queue_schema_errors
-from tests.harness import ProgramRun, Registration, run_main
+from harness import ProgramRun, Registration, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG, queue_schema_errors
 from tests.kubectl_double import Cluster, Outcome, run_job
 
 JOB = "kubernetes:batch/v1:Job"

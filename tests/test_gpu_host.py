@@ -11,8 +11,8 @@ import pytest
 
 from components.gpu_host import GpuHost, GpuHostArgs
 from config.sources import load_settings
-from tests.conftest import FAKE_KUBECONFIG, dev_settings
-from tests.harness import FAKE_HOST_KEY, FAKE_HOST_KUBECONFIG, ProgramRun, Registration, run_main, run_pulumi
+from harness import FAKE_HOST_KEY, FAKE_HOST_KUBECONFIG, ProgramRun, Registration, dev_settings, run_main, run_pulumi
+from tests.conftest import FAKE_KUBECONFIG
 
 REMOTE = "command:remote:Command"
 LOCAL = "command:local:Command"

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, reference_file
-from tests.harness import ProgramRun, run_main
+from harness import ProgramRun, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG, reference_file
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FAKE_KUBECONFIG, dev_settings
-from tests.harness import ProgramRun, Registration, is_unknown, run_main
+from harness import ProgramRun, Registration, dev_settings, is_unknown, run_main
+from tests.conftest import FAKE_KUBECONFIG
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"

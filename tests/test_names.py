@@ -18,8 +18,7 @@ from config.names import (
     TENANT_NAME_USES,
     tightest_use,
 )
-from tests.conftest import dev_settings
-from tests.harness import ProgramRun, Registration, run_main
+from harness import ProgramRun, Registration, dev_settings, run_main
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SUBDOMAIN_MAX = 253

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from config.node_ports import PortRequest, TenantPorts, assign_node_ports, previous_ports
 from config.sources import load_settings
 from config.tenants import NODE_PORT_RANGE
-from tests.conftest import dev_settings
-from tests.harness import ProgramRun, run_main
+from harness import ProgramRun, dev_settings, run_main
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 

@@ -22,8 +22,8 @@ from config.upstream import (
     KSM_NAMESPACE_LABELS,
 )
 from fairshare import queries
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, reference_file
-from tests.harness import GRAFANA_PASSWORD, ProgramRun, Registration, run_main
+from harness import GRAFANA_PASSWORD, ProgramRun, Registration, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG, reference_file
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"

@@ -8,8 +8,16 @@ import yaml
 
 from components.kubeconfigs import with_server
 from config.node_ports import hashed_port
-from tests.conftest import dev_settings, queue_schema_errors, reference_file
-from tests.harness import FAKE_HOST_KUBECONFIG, GRAFANA_PASSWORD, ProgramRun, Registration, run_main, tenant_kubeconfig
+from harness import (
+    FAKE_HOST_KUBECONFIG,
+    GRAFANA_PASSWORD,
+    ProgramRun,
+    Registration,
+    dev_settings,
+    run_main,
+    tenant_kubeconfig,
+)
+from tests.conftest import queue_schema_errors, reference_file
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 RELEASE = "kubernetes:helm.sh/v3:Release"

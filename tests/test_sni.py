@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, vcluster_schema_errors
-from tests.harness import ProgramRun, run_main
+from harness import ProgramRun, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG, vcluster_schema_errors
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 ROUTE = "kubernetes:traefik.io/v1alpha1:IngressRouteTCP"

@@ -7,8 +7,8 @@ import yaml
 
 from config.issues import ConfigError
 from config.sources import read_stack_file
+from harness import ROOT
 from tests.conftest import FAKE_KUBECONFIG
-from tests.harness import ROOT
 
 STACK_FILES = sorted(ROOT.glob("Pulumi.*.yaml"))
 

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness import ProgramRun, dev_settings, run_main
 from tests.admission import Request, mutate, validate
-from tests.conftest import dev_settings
-from tests.harness import ProgramRun, run_main
 from tests.kai_admission import kai_mutate
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"

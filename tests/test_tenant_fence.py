@@ -14,8 +14,8 @@ import pytest
 
 from config.capacity import DEFAULT_LIMIT_RANGE, control_plane_footprint
 from config.quantities import quantity
-from tests.conftest import FAKE_KUBECONFIG, dev_settings, vcluster_schema_errors
-from tests.harness import ProgramRun, run_main
+from harness import ProgramRun, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG, vcluster_schema_errors
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"

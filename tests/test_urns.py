@@ -10,8 +10,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from harness import PROJECT, ProgramRun, run_pulumi
 from tests.engine_aliases import Registered, create_urn, match_old_state
-from tests.harness import PROJECT, ProgramRun, run_pulumi
 from tests.urn_record import STACKS, RecordedStack
 
 STACK = "dev"

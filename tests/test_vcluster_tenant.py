@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from config.tenants import NODE_PORT_RANGE
-from tests.conftest import dev_settings, vcluster_schema_errors
-from tests.harness import ProgramRun, Registration, run_main, tenant_kubeconfig
+from harness import ProgramRun, Registration, dev_settings, run_main, tenant_kubeconfig
+from tests.conftest import vcluster_schema_errors
 
 TEAMS = {"team-nlp": "team-nlp", "team-vision": "team-vision", "team-recommender": "team-recommender"}
 RELEASE = "kubernetes:helm.sh/v3:Release"

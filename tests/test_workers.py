@@ -12,9 +12,9 @@ import pytest
 
 from components.host_facts import JoinTicket, join_urls, parse_join_tickets
 from components.host_workers import worker_node_list
-from tests.conftest import FAKE_KUBECONFIG, dev_settings
+from harness import JOIN_TOKEN, ProgramRun, Registration, dev_settings, run_main, script_input
+from tests.conftest import FAKE_KUBECONFIG
 from tests.fake_host import FakeHost, fake_host
-from tests.harness import JOIN_TOKEN, ProgramRun, Registration, run_main, script_input
 
 REMOTE = "command:remote:Command"
 LOCAL = "command:local:Command"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness import ROOT
+from harness import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "preview.yml"
 SECRET = re.compile(r"\$\{\{\s*secrets\.(\w+)")

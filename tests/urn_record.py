@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import FAKE_KUBECONFIG, dev_settings
-from tests.harness import ProgramRun, run_main
+from harness import ProgramRun, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG
 
 RECORD_DIR = Path(__file__).parent / "urns"
 

@@ -1,0 +1,175 @@
+"""Mocks whose outputs are shaped like the real providers', so code that reads outputs is exercised."""
+
+import base64
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs, Mocks
+
+from harness.monitor import unwrap_secrets
+
+AUTO_NAME_SUFFIX = "-0a1b2c3"
+"""pulumi-kubernetes auto-names an object `<resource name>-<7 random characters>`."""
+
+
+def _with_name(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Kubernetes objects without a fixed name get an auto-name, as pulumi-kubernetes does (in Check, so
+    also in a preview)."""
+    metadata = dict(inputs.get("metadata") or {})
+    metadata.setdefault("name", f"{name}{AUTO_NAME_SUFFIX}")
+    return {**inputs, "metadata": metadata}
+
+
+FAKE_HOST_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nfake\n-----END OPENSSH PRIVATE KEY-----\n"
+FAKE_HOST_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: microk8s-cluster
+  cluster: {server: "https://198.51.100.7:16443", certificate-authority-data: Y2E=}
+users:
+- name: admin
+  user: {client-certificate-data: Y2VydA==, client-key-data: a2V5}
+contexts:
+- name: microk8s
+  context: {cluster: microk8s-cluster, user: admin}
+current-context: microk8s
+"""
+GPU_NODE_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-L40S",
+    "nvidia.com/gpu.memory": "46068",
+    "nvidia.com/cuda.driver-version.full": "580.95.05",
+}
+COMMAND_STDOUT = {
+    "brev-instance": "created=true\n",
+    "brev-ssh": "address=198.51.100.7\nuser=ubuntu\nport=22\nprivateKey="
+    + base64.b64encode(FAKE_HOST_KEY.encode()).decode()
+    + "\n",
+    "preflight": "hostname=gpu-node-1\nubuntu=24.04\ngpu=NVIDIA L40S|46068|580.95.05\n",
+    "kubeconfig": FAKE_HOST_KUBECONFIG,
+}
+"""What each host step prints on the reference machine, keyed by the step's name suffix."""
+
+
+GRAFANA_PASSWORD = "generated-by-the-grafana-chart"
+"""What the Grafana chart put in its admin Secret, as the mocks hand it back."""
+JOIN_TOKEN = "0123456789abcdef0123456789abcdef/fedcba987654"
+"""The single-use token every worker is handed under the mocks (the shape `microk8s add-node` prints)."""
+
+
+def script_input(create: str, key: str) -> str:
+    """An input a rendered host script assigns at its top, from the command line that runs it."""
+    _shell, _flag, script = shlex.split(create)
+    for line in script.splitlines():
+        if line.startswith(f"{key}="):
+            return " ".join(shlex.split(line.removeprefix(f"{key}=")))
+    raise KeyError(key)
+
+
+def command_stdout(name: str, inputs: Mapping[str, Any]) -> str:
+    """What a host step prints on the reference machine; each worker (`host-<key>-...`) has its own hostname."""
+    if name.endswith("-join-tokens"):
+        tickets = [
+            f'join.{node}={{"token":"{JOIN_TOKEN}","urls":["10.0.0.5:25000/{JOIN_TOKEN}"]}}'
+            for node in script_input(inputs["create"], "WORKERS").split()
+        ]
+        return "".join(f"{line}\n" for line in tickets)
+    step = next((key for key in COMMAND_STDOUT if name.endswith(f"-{key}")), "")
+    worker = name.removeprefix("host-").removesuffix(f"-{step}")
+    if step == "preflight" and worker != "preflight":
+        return COMMAND_STDOUT[step].replace("gpu-node-1", f"gpu-node-{worker.replace('.', '-')}")
+    return COMMAND_STDOUT.get(step, "")
+
+
+def tenant_kubeconfig(tenant: str) -> str:
+    """What a tenant's vCluster publishes in vc-<tenant>, as the mocks hand it back."""
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: {tenant}\n  cluster: {{server: https://198.51.100.7:31000}}\n"
+        f"contexts:\n- name: {tenant}\n  context: {{cluster: {tenant}, user: {tenant}}}\n"
+        f"current-context: {tenant}\n"
+        f"users:\n- name: {tenant}\n  user: {{client-key-data: a2V5}}\n"
+    )
+
+
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+class RealisticMocks(Mocks):
+    """Outputs shaped like the real providers', so code that reads outputs is exercised.
+
+    `previous` is what the stack exported on its previous `up` ({} for a fresh stack), which
+    a StackReference to the stack itself reads.
+    """
+
+    def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
+        self.previous = dict(previous or {})
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        inputs = dict(args.inputs)
+        if args.typ.startswith("pulumi:providers:"):
+            return f"{args.name}-provider-id", inputs
+        if args.typ.startswith("command:"):
+            return f"{args.name}-id", {**inputs, "stdout": command_stdout(args.name, inputs), "stderr": ""}
+        if args.resource_id and args.typ in {STACK_REFERENCE, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Node"}:
+            return args.resource_id, self._read(args.typ, args.resource_id)
+        if args.typ == "kubernetes:helm.sh/v3:Release":
+            plain, _ = unwrap_secrets(inputs)
+            status = {
+                "name": plain.get("name"),
+                "namespace": plain.get("namespace"),
+                "version": plain.get("version"),
+                "chart": plain.get("chart"),
+                "revision": 1,
+                "status": "deployed",
+            }
+            return f"{plain.get('namespace')}/{plain.get('name')}", {**inputs, "status": status}
+        if args.typ.startswith("kubernetes:"):
+            state = _with_name(args.name, inputs)
+            meta = state["metadata"]
+            namespace = meta.get("namespace")
+            return (f"{namespace}/{meta['name']}" if namespace else meta["name"]), state
+        return f"{args.name}-id", inputs
+
+    def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
+        """What a read finds once the gates have passed: a tenant's kubeconfig, a GPU node, the last `up`'s outputs."""
+        if typ == STACK_REFERENCE:
+            return {"name": resource_id, "outputs": self.previous, "secretOutputNames": []}
+        if typ == "kubernetes:core/v1:Node":
+            return {
+                "metadata": {"name": resource_id, "labels": GPU_NODE_LABELS},
+                "status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "1"}},
+            }
+        namespace, name = resource_id.split("/")
+        if name.endswith("grafana"):
+            data = {"admin-user": "admin", "admin-password": GRAFANA_PASSWORD}
+        else:
+            data = {"config": tenant_kubeconfig(name.removeprefix("vc-"))}
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        return {"metadata": {"namespace": namespace, "name": name}, "data": encoded}
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+class FreshPreviewMocks(RealisticMocks):
+    """`pulumi preview` of a stack that does not exist yet: every id and computed output is unknown.
+
+    Providers echo their inputs in a preview (pulumi-kubernetes also fills in the
+    auto-name in Check), so inputs stay known; anything only the create step
+    produces (command stdout, Helm status, an id, what a read would return) is absent,
+    which the SDK resolves as unknown during a dry run.
+    """
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        if args.typ == STACK_REFERENCE:
+            # Read in a preview too, and a fresh stack has exported nothing yet.
+            return args.resource_id, self._read(args.typ, str(args.resource_id))
+        if args.resource_id:
+            # A read whose id is still unknown is skipped by the engine in a preview.
+            return "", {}
+        inputs = dict(args.inputs)
+        if args.typ.startswith("kubernetes:") and args.typ != "kubernetes:helm.sh/v3:Release":
+            return "", _with_name(args.name, inputs)
+        return "", inputs
