@@ -4,13 +4,11 @@ from functools import partial
 
 import pulumi
 
-from components.gpu_host import GpuHost, GpuHostArgs
-from components.gpu_operator_values import installed_operator_runs_cdi
+from components.gpu_host import GpuHost, GpuHostArgs, installed_operator_runs_cdi
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
-from components.tenant_admission import TenantAdmission, TenantAdmissionArgs
-from components.vcluster_tenant import VClusterTenant, VClusterTenantArgs
+from components.vcluster_tenant import TenantAdmission, TenantAdmissionArgs, VClusterTenant, VClusterTenantArgs
 from config.node_ports import PortAssignment
 from config.pulumi_stack import NODE_PORTS_OUTPUT, load_stack_inputs, node_port_assignment
 from config.upstream import MICROK8S_INGRESS_ADDON
@@ -53,7 +51,9 @@ kai = KaiScheduler(
         depends_on=[host.ready],
     ),
 )
-queues = QueueHierarchy("queues", QueueHierarchyArgs(queues=settings.queues, kai=kai, provider=host.provider))
+queues = QueueHierarchy(
+    "queues", QueueHierarchyArgs(queues=settings.queues, kai_ready=kai.ready, provider=host.provider)
+)
 
 # One set of policies fences every tenant's pods; each vCluster waits for it and for nothing of the
 # GPU stack, so control planes start while the operator and KAI install.

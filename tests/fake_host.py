@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.host_scripts import render_script
+from components.gpu_host.host_scripts import render_script
 
 FAKE = r"""#!/usr/bin/env bash
 tool=$(basename "$0")

@@ -12,7 +12,7 @@ import pytest
 
 from harness import ROOT
 
-COMPONENT_FILES = sorted((ROOT / "components").glob("*.py"))
+COMPONENT_FILES = sorted((ROOT / "components").rglob("*.py"))
 
 
 def _component_classes() -> list[tuple[Path, ast.ClassDef]]:

@@ -11,7 +11,7 @@ import base64
 
 import pytest
 
-from components.host_scripts import SCRIPTS_DIR
+from components.gpu_host.host_scripts import SCRIPTS_DIR
 from harness import ProgramRun, Registration, dev_settings, run_main
 from tests.fake_host import FakeHost, fake_host
 

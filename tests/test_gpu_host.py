@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.gpu_host import GpuHost, GpuHostArgs
+from components.gpu_host.component import GpuHost, GpuHostArgs
 from config.sources import load_settings
 from harness import FAKE_HOST_KEY, FAKE_HOST_KUBECONFIG, ProgramRun, Registration, dev_settings, run_main, run_pulumi
 from tests.conftest import FAKE_KUBECONFIG

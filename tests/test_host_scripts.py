@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from components.host_facts import parse_brev_ssh, parse_preflight
-from components.host_scripts import SCRIPTS_DIR, remote_command
+from components.gpu_host.host_facts import parse_brev_ssh, parse_preflight
+from components.gpu_host.host_scripts import SCRIPTS_DIR, remote_command
 from tests.fake_host import FakeHost, fake_host
 
 CHANNEL = "1.36/stable"

@@ -8,8 +8,8 @@ import promql_parser
 import pytest
 import yaml
 
-from components.dashboards import fleet_dashboard, team_dashboard
-from components.kube_prometheus_values import retention_size
+from components.observability.dashboards import fleet_dashboard, team_dashboard
+from components.observability.prometheus_values import retention_size
 from config.quantities import quantity
 from config.upstream import (
     DCGM_GPU_UTIL,

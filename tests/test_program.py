@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.kubeconfigs import with_server
+from components.shared.kubeconfigs import with_server
 from config.node_ports import hashed_port
 from harness import (
     FAKE_HOST_KUBECONFIG,

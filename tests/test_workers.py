@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from components.host_facts import JoinTicket, join_urls, parse_join_tickets
-from components.host_workers import worker_node_list
+from components.gpu_host.host_facts import JoinTicket, join_urls, parse_join_tickets
+from components.gpu_host.workers import worker_node_list
 from harness import JOIN_TOKEN, ProgramRun, Registration, dev_settings, run_main, script_input
 from tests.conftest import FAKE_KUBECONFIG
 from tests.fake_host import FakeHost, fake_host

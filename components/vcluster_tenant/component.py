@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gate_job import Gate, GateStep
-from components.helm import ReleaseSpec, helm_release
-from components.kubeconfigs import with_server
-from components.labels import MANAGED_BY, object_name
-from components.vcluster_values import (
+from components.shared.gate import Gate, GateStep
+from components.shared.helm import ReleaseSpec, helm_release
+from components.shared.kubeconfigs import with_server
+from components.shared.labels import MANAGED_BY, object_name
+from components.vcluster_tenant.values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
     Endpoint,

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gate_job import Gate
-from components.helm import ReleaseSpec, helm_release
-from components.kai_gate import GATE_GRANTS, gate_files, kai_gate_steps
-from components.kai_values import kai_release_values
-from components.labels import MANAGED_BY, object_name
+from components.kai_scheduler.gate import GATE_GRANTS, gate_files, kai_gate_steps
+from components.kai_scheduler.values import kai_release_values
+from components.shared.gate import Gate
+from components.shared.helm import ReleaseSpec, helm_release
+from components.shared.labels import MANAGED_BY, object_name
 from config.platform import KaiSchedulerConfig
 from config.upstream import SCHEDULER_NAME
 

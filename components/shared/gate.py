@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.labels import MANAGED_BY
+from components.shared.labels import MANAGED_BY
 from config.upstream import KUBECTL, KUBECTL_IMAGE
 
 MOUNT_PATH = "/gate"

@@ -15,17 +15,17 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.brev_machine import brev_machine
-from components.gate_job import Gate
-from components.gpu_gate import gpu_gate_grants, gpu_gate_steps, gpu_node_facts
-from components.gpu_operator_values import operator_release_spec
-from components.helm import ReleaseSpec, helm_release
-from components.host_facts import parse_preflight
-from components.host_scripts import MARKER_DIR, remote_command
-from components.host_workers import ControlPlane, Worker, WorkerChecks, join_workers
-from components.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
-from components.labels import MANAGED_BY, object_name
-from components.remote_steps import remote_step
+from components.gpu_host.brev_machine import brev_machine
+from components.gpu_host.gpu_gate import gpu_gate_grants, gpu_gate_steps, gpu_node_facts
+from components.gpu_host.host_facts import parse_preflight
+from components.gpu_host.host_scripts import MARKER_DIR, remote_command
+from components.gpu_host.operator_values import operator_release_spec
+from components.gpu_host.remote_steps import remote_step
+from components.gpu_host.workers import ControlPlane, Worker, WorkerChecks, join_workers
+from components.shared.gate import Gate
+from components.shared.helm import ReleaseSpec, helm_release
+from components.shared.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
+from components.shared.labels import MANAGED_BY, object_name
 from config.host import BrevHost, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost, SshHost
 from config.platform import VersionsConfig
 from config.upstream import GPU_OPERATOR_COMPONENT_LABEL

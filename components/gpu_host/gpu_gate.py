@@ -15,7 +15,7 @@ from typing import Any
 
 import pulumi
 
-from components.gate_job import GateStep, Grant
+from components.shared.gate import GateStep, Grant
 from config.upstream import GFD_LABELS, GPU_NODE_LABEL, GPU_OPERATOR_DAEMONSETS, GPU_RESOURCE
 
 NODE_RULES = ({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},)

@@ -6,7 +6,7 @@ from typing import Any
 import pulumi
 import pulumi_command as command
 
-from components.host_scripts import remote_command
+from components.gpu_host.host_scripts import remote_command
 
 
 def remote_step(

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from components.labels import MANAGED_BY
+from components.shared.labels import MANAGED_BY
 from config.queues import RESOURCES, QueueConfig
 from config.types import plain_number
 

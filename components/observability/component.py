@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.dashboards import dashboard_files
-from components.helm import ReleaseSpec, helm_release
-from components.kube_prometheus_values import grafana_service, kube_prometheus_values
-from components.labels import MANAGED_BY, object_name
+from components.observability.dashboards import dashboard_files
+from components.observability.prometheus_values import grafana_service, kube_prometheus_values
+from components.shared.helm import ReleaseSpec, helm_release
+from components.shared.labels import MANAGED_BY, object_name
 from config.observability import ObservabilityConfig
 from config.upstream import (
     DCGM_SERVICE,

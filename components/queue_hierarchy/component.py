@@ -6,8 +6,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kai_scheduler import KaiScheduler
-from components.queue_manifest import API_VERSION, KIND, queue_manifest
+from components.shared.queue_manifest import API_VERSION, KIND, queue_manifest
 from config.hierarchy import QueueTree
 from config.queues import QueueConfig
 
@@ -16,7 +15,8 @@ from config.queues import QueueConfig
 class QueueHierarchyArgs:
     queues: Sequence[QueueConfig]
     """A validated tree (see config.hierarchy): no cycles, no missing parents."""
-    kai: KaiScheduler
+    kai_ready: pulumi.Resource
+    """KaiScheduler.ready: KAI's webhook refuses every Queue until it serves."""
     provider: k8s.Provider
 
 
@@ -43,7 +43,7 @@ class QueueHierarchy(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self,
                     provider=args.provider,
-                    depends_on=[args.kai.ready, *parent],
+                    depends_on=[args.kai_ready, *parent],
                     # The name is fixed, so a replacement must free it first.
                     delete_before_replace=True,
                 ),

@@ -9,8 +9,8 @@ so a full disk never stops Prometheus.
 import math
 from typing import Any
 
-from components.dashboards import NAMESPACE_LABELS_ALLOWLIST
-from components.merge import deep_merge
+from components.observability.dashboards import NAMESPACE_LABELS_ALLOWLIST
+from components.shared.merge import deep_merge
 from config.observability import ObservabilityConfig
 from config.quantities import quantity
 

@@ -6,7 +6,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.tenant_policies import (
+from components.vcluster_tenant.policies import (
     CONFIGMAP_POLICY,
     POD_POLICY,
     binding_spec,

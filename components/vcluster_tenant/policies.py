@@ -16,7 +16,7 @@ KAI fraction pod is checked as KAI leaves it.
 from collections.abc import Sequence
 from typing import Any
 
-from components.labels import MANAGED_BY
+from components.shared.labels import MANAGED_BY
 from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
     CDI_ANNOTATION_PREFIXES,

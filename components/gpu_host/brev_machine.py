@@ -10,8 +10,8 @@ from typing import Any
 import pulumi
 import pulumi_command as command
 
-from components.host_facts import parse_brev_ssh
-from components.host_scripts import render_script
+from components.gpu_host.host_facts import parse_brev_ssh
+from components.gpu_host.host_scripts import render_script
 from config.host import BrevHost
 
 BREV_READY_TIMEOUT_SECONDS = 900

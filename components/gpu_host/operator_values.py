@@ -3,8 +3,8 @@
 from collections.abc import Sequence
 from typing import Any
 
-from components.helm import ReleaseSpec
-from components.merge import deep_merge
+from components.shared.helm import ReleaseSpec
+from components.shared.merge import deep_merge
 from config.host import GpuOperatorConfig
 from config.upstream import GPU_OPERATOR_CHART, GPU_OPERATOR_REPO, NVIDIA_DEFAULT_RUNTIME_ENV
 

@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from components.merge import deep_merge
+from components.shared.merge import deep_merge
 from config.node_ports import TenantPorts
 from config.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
 from config.upstream import (

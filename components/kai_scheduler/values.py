@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from components.merge import deep_merge
+from components.shared.merge import deep_merge
 from config.platform import KaiSchedulerConfig
 
 

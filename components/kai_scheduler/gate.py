@@ -12,8 +12,8 @@ that step fails and the kubelet retries it.
 
 import yaml
 
-from components.gate_job import MOUNT_PATH, GateStep, Grant
-from components.queue_manifest import queue_manifest
+from components.shared.gate import MOUNT_PATH, GateStep, Grant
+from components.shared.queue_manifest import queue_manifest
 from config.hierarchy import ADMISSION_PROBE_QUEUE
 from config.queues import QueueConfig
 from config.upstream import KAI_CONFIG

@@ -1,0 +1,10 @@
+"""Observability: who uses the GPUs, in Prometheus and Grafana.
+
+Owns kube-prometheus-stack (with mode install) and its values, the ServiceMonitors for
+KAI's queues and the GPUs' dcgm-exporter, Grafana's address and admin password, and
+the fleet and team dashboards.
+"""
+
+from components.observability.component import Observability, ObservabilityArgs
+
+__all__ = ["Observability", "ObservabilityArgs"]

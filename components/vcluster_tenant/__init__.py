@@ -1,0 +1,12 @@
+"""VClusterTenant: one team's own Kubernetes API on the shared GPU nodes, and the fence around every team.
+
+Owns each tenant's namespace, vCluster release and values (endpoint, quota, limit
+range, network policies, Pod Security), its kubeconfig gate and kubeconfig, its SNI
+route and its add-ons; and TenantAdmission, the one set of host admission policies
+every tenant's synced pods pass.
+"""
+
+from components.vcluster_tenant.admission import TenantAdmission, TenantAdmissionArgs
+from components.vcluster_tenant.component import VClusterTenant, VClusterTenantArgs
+
+__all__ = ["TenantAdmission", "TenantAdmissionArgs", "VClusterTenant", "VClusterTenantArgs"]
