@@ -4,13 +4,18 @@ Each gate is taken from what the real program registers (Job spec and files), so
 the test exercises exactly the pod a cluster would run.
 """
 
+import dataclasses
 from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
 import pytest
 import yaml
 
+from components.shared.gate import Gate, GateArgs, Grant
+from components.shared.gate_pod import GateStep
 from config.upstream import GPU_OPERATOR_DAEMONSETS, IMAGE_PROGRAMS, KUBECTL_IMAGE
-from harness import ProgramRun, Registration, dev_settings, run_main
+from harness import ProgramRun, Registration, dev_settings, run_main, run_pulumi
 from tests.conftest import FAKE_KUBECONFIG, queue_schema_errors
 from tests.kubectl_double import Cluster, Outcome, run_job
 
@@ -250,3 +255,48 @@ def test_every_container_runs_only_what_its_image_ships(every_mode: list[Program
 )
 def test_a_program_the_image_does_not_ship_is_caught(container: dict[str, Any]) -> None:
     assert unshipped_programs(container)
+
+
+# --- the Gate component -----------------------------------------------------------------------------
+
+
+def _standalone_gate(**overrides: Any) -> ProgramRun:
+    def build() -> None:
+        provider = k8s.Provider("elsewhere", kubeconfig="unused")
+        before = k8s.core.v1.ConfigMap("before", opts=pulumi.ResourceOptions(provider=provider))
+        args = GateArgs(
+            object_name="probe-gate",
+            namespace="gates",
+            steps=(GateStep("wait", ("wait", "--for=create", "node/x")),),
+            kubectl_version="v1.36.0",
+            timeout_seconds=60,
+            grants=(Grant(key="nodes", rules=({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},)),),
+            files={"probe.yaml": "kind: Queue\n"},
+            after=[before],
+        )
+        Gate("probe", dataclasses.replace(args, **overrides), opts=pulumi.ResourceOptions(provider=provider))
+
+    return run_pulumi(build)
+
+
+def test_a_gate_owns_its_account_access_files_and_job_on_the_provider_it_is_given() -> None:
+    run = _standalone_gate()
+    gate = run.one("gpu-tenancy:index:Gate", "probe")
+    provider = run.one("pulumi:providers:kubernetes", "elsewhere")
+    children = [r for r in run.registrations if r.parent == gate.urn]
+    assert sorted(r.type.rsplit(":", 1)[-1] for r in children) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Job",
+        "ServiceAccount",
+    ]
+    assert all(r.provider.startswith(provider.urn) for r in children)
+    job = run.one(JOB, "probe")
+    waits_for = {r.name for r in run.registrations if r.urn in job.dependencies}
+    assert waits_for == {"probe", "probe-nodes", "before"}, "account, files, binding and what it comes after"
+
+
+def test_a_gate_runs_as_an_existing_account_or_its_own_never_both() -> None:
+    with pytest.raises(Exception, match="existing account or is granted its own"):
+        _standalone_gate(service_account="someone")

@@ -101,21 +101,26 @@ def test_the_provider_uses_the_hosts_kubeconfig_as_a_secret(dev_run: ProgramRun)
     assert provider.inputs["kubeconfig"] == FAKE_HOST_KUBECONFIG
 
 
+GATE = "gpu-tenancy:index:Gate"
+
+
 def test_components_own_their_children(dev_run: ProgramRun) -> None:
-    kinds = {r.urn: r.type for r in dev_run.registrations}
+    """Every resource sits under the component that made it; a gate's resources under its Gate, in turn."""
+    by_urn = {r.urn: r for r in dev_run.registrations}
+    owners = {"host": "GpuHost", "kai": "KaiScheduler", "tenant": "TenantAdmission", "observability": "Observability"}
+    gated = 0
     for registration in dev_run.registrations:
         if registration.type == QUEUE:
-            assert kinds[registration.parent] == "gpu-tenancy:index:QueueHierarchy"
+            assert by_urn[registration.parent].type == "gpu-tenancy:index:QueueHierarchy"
         elif registration.type.startswith(("kubernetes:", "command:")):
-            prefix = registration.name.split("-")[0]
-            owners = {
-                "host": "GpuHost",
-                "kai": "KaiScheduler",
-                "tenant": "TenantAdmission",
-                "observability": "Observability",
-            }
-            owner = owners.get(prefix, "VClusterTenant")
-            assert kinds[registration.parent] == f"gpu-tenancy:index:{owner}", registration.name
+            parent = by_urn[registration.parent]
+            if parent.type == GATE:
+                assert registration.name.startswith(parent.name), registration.name
+                parent, gated = by_urn[parent.parent], gated + 1
+            owner = owners.get(registration.name.split("-")[0], "VClusterTenant")
+            assert parent.type == f"gpu-tenancy:index:{owner}", registration.name
+    # The GPU gate: account, two roles, two bindings, Job; KAI's: account, role, binding, files, Job; a tenant's: Job.
+    assert gated == 6 + 5 + 3
 
 
 def test_stack_outputs(dev_run: ProgramRun) -> None:

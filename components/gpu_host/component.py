@@ -22,7 +22,7 @@ from components.gpu_host.host_scripts import MARKER_DIR, remote_command
 from components.gpu_host.operator_values import operator_release_spec
 from components.gpu_host.remote_steps import remote_step
 from components.gpu_host.workers import ControlPlane, Worker, WorkerChecks, join_workers
-from components.shared.gate import Gate
+from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
 from components.shared.labels import MANAGED_BY, object_name
@@ -319,20 +319,22 @@ class GpuHost(pulumi.ComponentResource):
         )
         operator_namespace = None if settings.mode == "skip" else settings.namespace
         gate = Gate(
-            "gpu-gate",
-            resource_name=f"{self._name}-gpu-gate",
-            namespace=object_name(namespace),
-            steps=gpu_gate_steps(operator_namespace, self._args.gpu_gate.timeout_seconds, cluster.gpu_nodes),
-            grants=gpu_gate_grants(operator_namespace),
-            kubectl_version=self._args.versions.kubectl,
-            timeout_seconds=self._args.gpu_gate.timeout_seconds,
-            # Another operator (or its values) or another MicroK8s re-runs the gate.
-            vouches_for={
-                "operator": self._operator_spec() if settings.mode == "install" else settings.mode,
-                "microk8s": self._args.versions.microk8s if cluster.gpu_nodes else None,
-            },
-            # Every worker is a GPU node the gate must see.
-            depends_on=[*([operator] if operator else []), *cluster.workers_ready],
+            f"{self._name}-gpu-gate",
+            GateArgs(
+                object_name="gpu-gate",
+                namespace=object_name(namespace),
+                steps=gpu_gate_steps(operator_namespace, self._args.gpu_gate.timeout_seconds, cluster.gpu_nodes),
+                grants=gpu_gate_grants(operator_namespace),
+                kubectl_version=self._args.versions.kubectl,
+                timeout_seconds=self._args.gpu_gate.timeout_seconds,
+                # Another operator (or its values) or another MicroK8s re-runs the gate.
+                vouches_for={
+                    "operator": self._operator_spec() if settings.mode == "install" else settings.mode,
+                    "microk8s": self._args.versions.microk8s if cluster.gpu_nodes else None,
+                },
+                # Every worker is a GPU node the gate must see.
+                after=[*([operator] if operator else []), *cluster.workers_ready],
+            ),
             opts=child,
         )
         return gate.job

@@ -15,7 +15,8 @@ from typing import Any
 
 import pulumi
 
-from components.shared.gate import GateStep, Grant
+from components.shared.gate import Grant
+from components.shared.gate_pod import GateStep
 from config.upstream import GFD_LABELS, GPU_NODE_LABEL, GPU_OPERATOR_DAEMONSETS, GPU_RESOURCE
 
 NODE_RULES = ({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},)

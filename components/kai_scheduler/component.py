@@ -8,7 +8,7 @@ import pulumi_kubernetes as k8s
 
 from components.kai_scheduler.gate import GATE_GRANTS, gate_files, kai_gate_steps
 from components.kai_scheduler.values import kai_release_values
-from components.shared.gate import Gate
+from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
 from config.platform import KaiSchedulerConfig
@@ -70,17 +70,19 @@ class KaiScheduler(pulumi.ComponentResource):
             opts=child,
         )
         gate = Gate(
-            "kai-gate",
-            resource_name=f"{name}-gate",
-            namespace=namespace_name,
-            steps=kai_gate_steps(settings.ready_timeout_seconds),
-            grants=GATE_GRANTS,
-            kubectl_version=args.kubectl_version,
-            timeout_seconds=settings.ready_timeout_seconds,
-            # A new chart, version or values re-runs the gate.
-            vouches_for=spec,
-            files=gate_files(),
-            depends_on=[release],
+            f"{name}-gate",
+            GateArgs(
+                object_name="kai-gate",
+                namespace=namespace_name,
+                steps=kai_gate_steps(settings.ready_timeout_seconds),
+                grants=GATE_GRANTS,
+                kubectl_version=args.kubectl_version,
+                timeout_seconds=settings.ready_timeout_seconds,
+                # A new chart, version or values re-runs the gate.
+                vouches_for=spec,
+                files=gate_files(),
+                after=[release],
+            ),
             opts=child,
         )
         self.ready = gate.job

@@ -12,7 +12,8 @@ that step fails and the kubelet retries it.
 
 import yaml
 
-from components.shared.gate import MOUNT_PATH, GateStep, Grant
+from components.shared.gate import Grant
+from components.shared.gate_pod import MOUNT_PATH, GateStep
 from components.shared.queue_manifest import queue_manifest
 from config.hierarchy import ADMISSION_PROBE_QUEUE
 from config.queues import QueueConfig

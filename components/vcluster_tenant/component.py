@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.shared.gate import Gate, GateStep
+from components.shared.gate import Gate, GateArgs
+from components.shared.gate_pod import GateStep
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
@@ -128,14 +129,16 @@ class VClusterTenant(pulumi.ComponentResource):
         # long as the control plane's volume, so the gate runs once per tenant. It runs as the control
         # plane's own ServiceAccount, whose Role already reads the namespace's Secrets.
         gate = Gate(
-            "kubeconfig-gate",
-            resource_name=f"{name}-ready",
-            namespace=self.namespace,
-            steps=(GateStep("kubeconfig-written", secret_step),),
-            service_account=control_plane_account(tenant.name),
-            kubectl_version=args.kubectl_version,
-            timeout_seconds=timeout,
-            depends_on=[release],
+            f"{name}-ready",
+            GateArgs(
+                object_name="kubeconfig-gate",
+                namespace=self.namespace,
+                steps=(GateStep("kubeconfig-written", secret_step),),
+                service_account=control_plane_account(tenant.name),
+                kubectl_version=args.kubectl_version,
+                timeout_seconds=timeout,
+                after=[release],
+            ),
             opts=host,
         )
         # Read only once the gate has completed: its id is unknown until then, so preview never reads early.
