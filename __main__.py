@@ -8,9 +8,16 @@ from components.gpu_host import GpuHost, GpuHostArgs, installed_operator_runs_cd
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
-from components.vcluster_tenant import TenantAdmission, TenantAdmissionArgs, VClusterTenant, VClusterTenantArgs
+from components.vcluster_tenant import (
+    NODE_PORTS_OUTPUT,
+    TenantAdmission,
+    TenantAdmissionArgs,
+    VClusterTenant,
+    VClusterTenantArgs,
+    node_port_assignment,
+)
 from config.node_ports import PortAssignment
-from config.pulumi_stack import NODE_PORTS_OUTPUT, load_stack_inputs, node_port_assignment
+from config.pulumi_stack import load_stack_inputs
 from config.upstream import MICROK8S_INGRESS_ADDON
 from fairshare.plan import plan, pool_capacity
 from fairshare.table import render
@@ -40,6 +47,8 @@ host = GpuHost(
         extra_addons=(MICROK8S_INGRESS_ADDON,) if settings.vcluster.expose == "sni" else (),
     ),
 )
+# Everything else runs on the host cluster, through its provider (never the ambient kubeconfig).
+on_host = pulumi.ResourceOptions(provider=host.provider)
 kai = KaiScheduler(
     "kai",
     KaiSchedulerArgs(
@@ -47,13 +56,11 @@ kai = KaiScheduler(
         version=settings.versions.kai_scheduler,
         kubectl_version=settings.versions.kubectl,
         cdi_enabled=installed_operator_runs_cdi(settings.gpu_operator, microk8s=settings.bootstraps_host),
-        provider=host.provider,
         depends_on=[host.ready],
     ),
+    opts=on_host,
 )
-queues = QueueHierarchy(
-    "queues", QueueHierarchyArgs(queues=settings.queues, kai_ready=kai.ready, provider=host.provider)
-)
+queues = QueueHierarchy("queues", QueueHierarchyArgs(queues=settings.queues, kai_ready=kai.ready), opts=on_host)
 
 # One set of policies fences every tenant's pods; each vCluster waits for it and for nothing of the
 # GPU stack, so control planes start while the operator and KAI install.
@@ -63,8 +70,8 @@ admission = (
         TenantAdmissionArgs(
             settings=settings.vcluster,
             kai_namespace=settings.kai_scheduler.namespace,
-            provider=host.provider,
         ),
+        opts=on_host,
     ).ready
     if settings.tenants
     else []
@@ -84,9 +91,9 @@ tenants = {
             api_port=host.api_port,
             host_cluster_identifier=host.cluster_identifier,
             control_plane_node=host.control_plane_node,
-            provider=host.provider,
             admission=admission,
         ),
+        opts=on_host,
     )
     for tenant in settings.tenants
 }
@@ -97,13 +104,13 @@ if settings.observability.enabled:
         ObservabilityArgs(
             settings=settings.observability,
             version=settings.versions.kube_prometheus_stack,
-            provider=host.provider,
             kai_namespace=kai.namespace,
             operator_namespace=None if settings.gpu_operator.mode == "skip" else settings.gpu_operator.namespace,
             gpus_ready=[host.ready],
             leaf_queues=settings.queue_tree.leaves,
             limits={q.name: q.resources.gpu.limit for q in settings.queues},
         ),
+        opts=on_host,
     )
     pulumi.export("grafana", observability.grafana)
     pulumi.export("grafanaAdminPassword", observability.grafana_admin_password)

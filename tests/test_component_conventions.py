@@ -64,3 +64,44 @@ def test_component_token_outputs_and_register_outputs_last(path: Path, cls: ast.
         and ast.unparse(node.annotation).startswith("pulumi.Output")
     }
     assert keys == declared, f"{cls.name}: registered {sorted(keys)} but declares outputs {sorted(declared)}"
+
+
+# --- providers come through options -----------------------------------------------------------------
+
+
+def _dataclass_fields(path: Path) -> list[tuple[str, str, str]]:
+    """(class, field, annotation) for every annotated field of every class named `*Args`."""
+    return [
+        (node.name, ast.unparse(field.target), ast.unparse(field.annotation))
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Args")
+        for field in node.body
+        if isinstance(field, ast.AnnAssign)
+    ]
+
+
+def test_no_component_takes_a_provider_in_its_args() -> None:
+    """A provider in Args would bypass the caller's `ResourceOptions(provider=...)`; it belongs in `opts`."""
+    in_args = [
+        f"{cls}.{name}"
+        for path in COMPONENT_FILES
+        for cls, name, annotation in _dataclass_fields(path)
+        if "Provider" in annotation
+    ]
+    assert not in_args
+
+
+def _reads_pulumi_config(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and ast.unparse(node) in {"pulumi.Config", "pulumi.config.Config"}:
+            return True
+        imported = [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pulumi") and "Config" in imported:
+            return True
+    return False
+
+
+def test_no_component_reads_config_itself() -> None:
+    """Components receive validated settings; only config.pulumi_stack reads `pulumi.Config`."""
+    assert _reads_pulumi_config(ROOT / "config" / "pulumi_stack.py"), "the check must see the one reader"
+    assert not [path.relative_to(ROOT) for path in COMPONENT_FILES if _reads_pulumi_config(path)]

@@ -26,7 +26,6 @@ class KaiSchedulerArgs:
     """Tag of the kubectl image the gate runs."""
     cdi_enabled: bool | None
     """Whether the GPU Operator this stack installs runs CDI; None leaves it to KAI's own detection."""
-    provider: k8s.Provider
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Upstream gates (e.g. the GPU host's) that must pass before KAI is installed."""
 
@@ -44,7 +43,8 @@ class KaiScheduler(pulumi.ComponentResource):
     def __init__(self, name: str, args: KaiSchedulerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:KaiScheduler", name, None, opts)
         settings = args.settings
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        # Children inherit the host's provider from this component's options.
+        child = pulumi.ResourceOptions(parent=self)
 
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",

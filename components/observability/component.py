@@ -60,7 +60,6 @@ class ObservabilityArgs:
     settings: ObservabilityConfig
     version: str | None
     """kube-prometheus-stack chart version; required with mode install."""
-    provider: k8s.Provider
     kai_namespace: pulumi.Input[str]
     operator_namespace: str | None
     """Where dcgm-exporter runs (the GPU Operator's namespace); None when this stack leaves the GPUs alone."""
@@ -82,7 +81,7 @@ class Observability(pulumi.ComponentResource):
         self._name = name
         self._args = args
         settings = args.settings
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        child = pulumi.ResourceOptions(parent=self)
         namespace: pulumi.Input[str] = settings.namespace
         after: list[pulumi.Resource] = []
         self.grafana = pulumi.Output.from_input(None)

@@ -17,7 +17,6 @@ class QueueHierarchyArgs:
     """A validated tree (see config.hierarchy): no cycles, no missing parents."""
     kai_ready: pulumi.Resource
     """KaiScheduler.ready: KAI's webhook refuses every Queue until it serves."""
-    provider: k8s.Provider
 
 
 class QueueHierarchy(pulumi.ComponentResource):
@@ -42,7 +41,6 @@ class QueueHierarchy(pulumi.ComponentResource):
                 spec=manifest["spec"],
                 opts=pulumi.ResourceOptions(
                     parent=self,
-                    provider=args.provider,
                     depends_on=[args.kai_ready, *parent],
                     # The name is fixed, so a replacement must free it first.
                     delete_before_replace=True,

@@ -23,7 +23,6 @@ class TenantAdmissionArgs:
     settings: VClusterConfig
     kai_namespace: str
     """Where KAI's binder runs: only it may write a GPU fraction's ConfigMaps."""
-    provider: k8s.Provider
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -32,7 +31,7 @@ class TenantAdmission(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:TenantAdmission", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        child = pulumi.ResourceOptions(parent=self)
         configmaps = gpu_configmap_policy_spec(args.kai_namespace)
         self.ready = [
             self._policy(f"{name}-pods", POD_POLICY, pod_policy_spec(), validating=True, opts=child),

@@ -52,8 +52,6 @@ class VClusterTenantArgs:
     """The port of the host's API server behind the `kubernetes` Service (16443 on MicroK8s)."""
     host_cluster_identifier: str
     """The host provider's identity; the tenant's provider derives its own from it."""
-    provider: k8s.Provider
-    """The host cluster's provider."""
     control_plane_node: pulumi.Input[str] | None
     """The node the vCluster's control plane must run on (the one holding its volume); None: anywhere."""
     admission: Sequence[pulumi.Resource]
@@ -77,7 +75,8 @@ class VClusterTenant(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
         tenant = args.tenant
         self._tenant = tenant.name
-        host = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        # The host's provider comes with this component's options; add-ons name the tenant's own.
+        host = pulumi.ResourceOptions(parent=self)
         namespace_name = f"{TENANT_NAMESPACE_PREFIX}{tenant.name}"
         timeout = args.settings.ready_timeout_seconds
 
