@@ -16,9 +16,9 @@ from components.vcluster_tenant import (
     VClusterTenantArgs,
     node_port_assignment,
 )
-from config.node_ports import PortAssignment
 from config.pulumi_stack import load_stack_inputs
 from config.upstream import MICROK8S_INGRESS_ADDON
+from config.vcluster_tenant.node_ports import PortAssignment
 from fairshare.plan import plan, pool_capacity
 from fairshare.table import render
 

@@ -5,15 +5,17 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from config.capacity import PLATFORM_QUOTA_KEYS, control_plane_footprint, quota_shortfalls
-from config.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
-from config.host import BOOTSTRAP_MODES, HOST_MODES, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost
+from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
+from config.gpu_host.host import BOOTSTRAP_MODES, HOST_MODES, HostConfig, KubeconfigHost
 from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path, problems_from
-from config.observability import ObservabilityConfig
-from config.platform import KaiSchedulerConfig, VersionsConfig
-from config.queues import QueueConfig
-from config.tenants import TenantConfig, VClusterConfig, node_port_issues
+from config.kai_scheduler.settings import KaiSchedulerConfig
+from config.observability.settings import ObservabilityConfig
+from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
+from config.queue_hierarchy.queues import QueueConfig
 from config.types import ConfigModel
+from config.vcluster_tenant.capacity import PLATFORM_QUOTA_KEYS, control_plane_footprint, quota_shortfalls
+from config.vcluster_tenant.tenants import TenantConfig, VClusterConfig, node_port_issues
+from config.versions import VersionsConfig
 
 CONTROL_PLANE_NODE_SELECTOR = ("controlPlane", "statefulSet", "scheduling", "nodeSelector")
 

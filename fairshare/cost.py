@@ -11,9 +11,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from config.hierarchy import QueueTree
 from config.issues import ConfigError
-from config.queues import QueueConfig
+from config.queue_hierarchy.hierarchy import QueueTree
+from config.queue_hierarchy.queues import QueueConfig
 from config.upstream import KAI_QUEUE_ALLOCATED_GPUS, KAI_QUEUE_LABEL
 from fairshare import queries
 from fairshare.prometheus import Prometheus, integral_hours, mean, step_for, window_seconds

@@ -22,8 +22,8 @@ v0.16, quirks included, with time-based fairness off (KAI's default, k = 0):
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from config.hierarchy import QueueTree
-from config.queues import QueueConfig, ResourceName
+from config.queue_hierarchy.hierarchy import QueueTree
+from config.queue_hierarchy.queues import QueueConfig, ResourceName
 from config.types import UNLIMITED
 
 

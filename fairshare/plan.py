@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from config.hierarchy import QueueTree
-from config.queues import QueueConfig
+from config.queue_hierarchy.hierarchy import QueueTree
+from config.queue_hierarchy.queues import QueueConfig
 from config.types import UNLIMITED, plain_number
 from fairshare.division import fair_shares
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from config.hierarchy import QueueTree, overcommit_issues, structural_issues
 from config.issues import ConfigError, ConfigIssue, ConfigIssues, problem, problems_from
-from config.queues import KAI_RULES_ONLY, RESOURCES, QueueConfig
+from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, structural_issues
+from config.queue_hierarchy.queues import KAI_RULES_ONLY, RESOURCES, QueueConfig
 from config.types import ConfigModel, plain_number
 from fairshare.division import fair_shares
 

@@ -17,9 +17,9 @@ from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.vcluster_tenant import TenantAdmission, TenantAdmissionArgs, VClusterTenant, VClusterTenantArgs
-from config.node_ports import TenantPorts
 from config.sources import load_settings
 from config.stack import StackConfig
+from config.vcluster_tenant.node_ports import TenantPorts
 from harness import ProgramRun, dev_settings, run_pulumi
 
 PROVIDER = "pulumi:providers:kubernetes"

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config.hierarchy import QueueTree
 from config.issues import ConfigError
-from config.queues import QueueConfig
+from config.queue_hierarchy.hierarchy import QueueTree
+from config.queue_hierarchy.queues import QueueConfig
 from config.sources import load_settings
 from fairshare.cli import main
 from fairshare.division import fair_shares

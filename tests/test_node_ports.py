@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config.node_ports import PortRequest, TenantPorts, assign_node_ports, previous_ports
 from config.sources import load_settings
-from config.tenants import NODE_PORT_RANGE
+from config.vcluster_tenant.node_ports import PortRequest, TenantPorts, assign_node_ports, previous_ports
+from config.vcluster_tenant.tenants import NODE_PORT_RANGE
 from harness import ProgramRun, dev_settings, run_main
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from components.shared.kubeconfigs import with_server
-from config.node_ports import hashed_port
+from config.vcluster_tenant.node_ports import hashed_port
 from harness import (
     FAKE_HOST_KUBECONFIG,
     GRAFANA_PASSWORD,

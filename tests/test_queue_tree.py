@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from config.hierarchy import QueueTree, overcommit_issues, unassigned_warnings
-from config.queues import QueueConfig
+from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, unassigned_warnings
+from config.queue_hierarchy.queues import QueueConfig
 
 
 def _tree(parent_quota: float, child_quotas: list[float], resource: str = "gpu") -> list[QueueConfig]:

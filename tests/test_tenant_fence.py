@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from config.capacity import DEFAULT_LIMIT_RANGE, control_plane_footprint
 from config.quantities import quantity
+from config.vcluster_tenant.capacity import DEFAULT_LIMIT_RANGE, control_plane_footprint
 from harness import ProgramRun, dev_settings, run_main
 from tests.conftest import FAKE_KUBECONFIG, vcluster_schema_errors
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from config.tenants import NODE_PORT_RANGE
+from config.vcluster_tenant.tenants import NODE_PORT_RANGE
 from harness import ProgramRun, Registration, dev_settings, run_main, tenant_kubeconfig
 from tests.conftest import vcluster_schema_errors
 

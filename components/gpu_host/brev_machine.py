@@ -12,7 +12,7 @@ import pulumi_command as command
 
 from components.gpu_host.host_facts import parse_brev_ssh
 from components.gpu_host.host_scripts import render_script
-from config.host import BrevHost
+from config.gpu_host.host import BrevHost
 
 BREV_READY_TIMEOUT_SECONDS = 900
 

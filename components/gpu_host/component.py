@@ -26,9 +26,10 @@ from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
 from components.shared.labels import MANAGED_BY, object_name
-from config.host import BrevHost, GpuGateConfig, GpuOperatorConfig, HostConfig, KubeconfigHost, SshHost
-from config.platform import VersionsConfig
+from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
+from config.gpu_host.host import BrevHost, HostConfig, KubeconfigHost, SshHost
 from config.upstream import GPU_OPERATOR_COMPONENT_LABEL
+from config.versions import VersionsConfig
 
 GATE_NAMESPACE = "gpu-tenancy-system"
 MICROK8S_ADDONS = ("dns", "hostpath-storage")

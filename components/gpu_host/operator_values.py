@@ -5,7 +5,7 @@ from typing import Any
 
 from components.shared.helm import ReleaseSpec
 from components.shared.merge import deep_merge
-from config.host import GpuOperatorConfig
+from config.gpu_host.gpu_operator import GpuOperatorConfig
 from config.upstream import GPU_OPERATOR_CHART, GPU_OPERATOR_REPO, NVIDIA_DEFAULT_RUNTIME_ENV
 
 MICROK8S_ARGS = "/var/snap/microk8s/current/args"

@@ -23,7 +23,7 @@ import pulumi_command as command
 from components.gpu_host.host_facts import join_urls, parse_join_tickets, parse_preflight
 from components.gpu_host.host_scripts import MARKER_DIR, remote_command
 from components.gpu_host.remote_steps import remote_delete, remote_step
-from config.host import HostExpectations
+from config.gpu_host.host import HostExpectations
 
 JOIN_TIMEOUT_SECONDS = 600
 

@@ -11,7 +11,7 @@ from components.kai_scheduler.values import kai_release_values
 from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
-from config.platform import KaiSchedulerConfig
+from config.kai_scheduler.settings import KaiSchedulerConfig
 from config.upstream import SCHEDULER_NAME
 
 RELEASE_NAME = "kai-scheduler"

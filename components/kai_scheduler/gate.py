@@ -15,8 +15,8 @@ import yaml
 from components.shared.gate import Grant
 from components.shared.gate_pod import MOUNT_PATH, GateStep
 from components.shared.queue_manifest import queue_manifest
-from config.hierarchy import ADMISSION_PROBE_QUEUE
-from config.queues import QueueConfig
+from config.queue_hierarchy.hierarchy import ADMISSION_PROBE_QUEUE
+from config.queue_hierarchy.queues import QueueConfig
 from config.upstream import KAI_CONFIG
 
 PROBE_FILE = "probe-queue.yaml"

@@ -3,7 +3,7 @@
 from typing import Any
 
 from components.shared.merge import deep_merge
-from config.platform import KaiSchedulerConfig
+from config.kai_scheduler.settings import KaiSchedulerConfig
 
 
 def kai_release_values(settings: KaiSchedulerConfig, *, cdi_enabled: bool | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from components.observability.dashboards import dashboard_files
 from components.observability.prometheus_values import grafana_service, kube_prometheus_values
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
-from config.observability import ObservabilityConfig
+from config.observability.settings import ObservabilityConfig
 from config.upstream import (
     DCGM_SERVICE,
     KAI_METRICS_SERVICES,

@@ -11,7 +11,7 @@ from typing import Any
 
 from components.observability.dashboards import NAMESPACE_LABELS_ALLOWLIST
 from components.shared.merge import deep_merge
-from config.observability import ObservabilityConfig
+from config.observability.settings import ObservabilityConfig
 from config.quantities import quantity
 
 RETENTION_SIZE_SHARE = 0.85

@@ -7,8 +7,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.shared.queue_manifest import API_VERSION, KIND, queue_manifest
-from config.hierarchy import QueueTree
-from config.queues import QueueConfig
+from config.queue_hierarchy.hierarchy import QueueTree
+from config.queue_hierarchy.queues import QueueConfig
 
 
 @dataclass(frozen=True)

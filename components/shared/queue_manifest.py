@@ -3,7 +3,7 @@
 from typing import Any
 
 from components.shared.labels import MANAGED_BY
-from config.queues import RESOURCES, QueueConfig
+from config.queue_hierarchy.queues import RESOURCES, QueueConfig
 from config.types import plain_number
 
 API_VERSION = "scheduling.run.ai/v2"

@@ -15,7 +15,7 @@ from components.vcluster_tenant.policies import (
     pod_policy_spec,
     policy_metadata,
 )
-from config.tenants import VClusterConfig
+from config.vcluster_tenant.tenants import VClusterConfig
 
 
 @dataclass(frozen=True)

@@ -17,20 +17,18 @@ from components.shared.gate_pod import GateStep
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
+from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
 from components.vcluster_tenant.values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
-    Endpoint,
     control_plane_account,
     kubeconfig_secret,
-    sni_route_spec,
-    tenant_endpoint,
     vcluster_values,
 )
 from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL, TENANT_NAMESPACE_PREFIX
-from config.node_ports import TenantPorts
-from config.tenants import AddonConfig, TenantConfig, VClusterConfig
 from config.upstream import KUBECONFIG_SECRET_KEY, TRAEFIK_API_VERSION, VCLUSTER_CHART
+from config.vcluster_tenant.node_ports import TenantPorts
+from config.vcluster_tenant.tenants import AddonConfig, TenantConfig, VClusterConfig
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 # The namespace label Pod Security admission enforces: kubernetes/pod-security-admission api/constants.go

@@ -8,9 +8,9 @@ a Pulumi resource, so it lives here rather than in config/, which only validates
 import pulumi
 
 from config.issues import ConfigError, problem
-from config.node_ports import PortAssignment, PortRequest, assign_node_ports, previous_ports
 from config.stack import StackConfig
-from config.tenants import proxies_kubelets_by_hostname
+from config.vcluster_tenant.node_ports import PortAssignment, PortRequest, assign_node_ports, previous_ports
+from config.vcluster_tenant.tenants import proxies_kubelets_by_hostname
 
 NODE_PORTS_OUTPUT = "nodePorts"
 """The stack output that remembers which node ports each tenant holds, for every later `up`."""

@@ -12,7 +12,7 @@ from decimal import Decimal
 from functools import cached_property
 
 from config.issues import ConfigIssue
-from config.queues import RESOURCES, UNITS, QueueConfig, ResourceName
+from config.queue_hierarchy.queues import RESOURCES, UNITS, QueueConfig, ResourceName
 from config.types import UNLIMITED, plain_number
 
 ADMISSION_PROBE_QUEUE = "gpu-tenancy-admission-probe"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from config.issues import ConfigIssue
-from config.tenants import NODE_PORT_RANGE
+from config.vcluster_tenant.tenants import NODE_PORT_RANGE
 
 
 @dataclass(frozen=True)

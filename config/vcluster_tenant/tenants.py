@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from config.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
 from config.issues import ConfigIssue, ConfigIssues, Path
 from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
@@ -21,6 +20,7 @@ from config.types import (
     TenantName,
     require_str,
 )
+from config.vcluster_tenant.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
 
 NODE_PORT_RANGE = range(30000, 32768)
 """The API server's default --service-node-port-range, which MicroK8s keeps (canonical/microk8s

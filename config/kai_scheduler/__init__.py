@@ -1,0 +1,1 @@
+"""KaiScheduler's settings (`kaiScheduler`): the chart, its namespace, values and readiness timeout."""

@@ -1,0 +1,48 @@
+"""`gpu-tenancy:versions`: every upstream release the stack installs, pinned exactly, for every component."""
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
+
+from config.gpu_host.host import Microk8sChannel
+from config.types import ConfigModel, PinnedVersion
+from config.upstream import MIN_KUBECTL_MINOR
+
+
+def _recent_kubectl(value: str) -> str:
+    minor = re.match(r"^v?1\.(\d+)\.", value)
+    if not minor or int(minor.group(1)) < MIN_KUBECTL_MINOR:
+        raise PydanticCustomError(
+            "kubectl_version",
+            "is too old for the readiness gates: they use `kubectl wait --for=create`, "
+            "which needs kubectl v1.{minor}.0 or newer (e.g. v1.36.0)",
+            {"minor": MIN_KUBECTL_MINOR},
+        )
+    return value
+
+
+KubectlVersion = Annotated[PinnedVersion, AfterValidator(_recent_kubectl)]
+
+
+class VersionsConfig(ConfigModel):
+    """`gpu-tenancy:versions`: every upstream release the stack installs, pinned exactly."""
+
+    kai_scheduler: PinnedVersion = Field(description="KAI Scheduler Helm chart version, e.g. v0.16.4.")
+    kubectl: KubectlVersion = Field(
+        default="v1.36.0",
+        description="Tag of registry.k8s.io/kubectl, the image of in-cluster readiness gates.",
+    )
+    microk8s: Microk8sChannel | None = Field(
+        default=None, description="MicroK8s snap channel, e.g. 1.36/stable; required in brev and ssh modes."
+    )
+    vcluster: PinnedVersion | None = Field(
+        default=None, description="vCluster chart version, e.g. 0.35.1; required when there are tenants."
+    )
+    gpu_operator: PinnedVersion | None = Field(
+        default=None, description="GPU Operator chart version, e.g. v26.3.3; required unless gpuOperator.mode is skip."
+    )
+    kube_prometheus_stack: PinnedVersion | None = Field(
+        default=None, description="kube-prometheus-stack chart version, e.g. 88.5.3; required by observability install."
+    )
