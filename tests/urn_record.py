@@ -13,13 +13,12 @@ A change that removes or renames a resource on purpose re-records in the same co
 and the diff shows exactly which live resources an `up` will delete.
 """
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import ProgramRun, dev_settings, run_main
+from harness import ROOT, ProgramRun, dev_settings, run_main
 from tests.conftest import FAKE_KUBECONFIG
 
 RECORD_DIR = Path(__file__).parent / "urns"
@@ -54,7 +53,7 @@ class RecordedStack:
     secrets: dict[str, str]
 
     def run(self) -> ProgramRun:
-        return run_main(self.shape(copy.deepcopy(dev_settings())), self.secrets, stack=self.name)
+        return run_main(self.shape(dev_settings()), self.secrets, stack=self.name)
 
     @property
     def record(self) -> Path:
@@ -76,7 +75,7 @@ def main() -> None:
     for stack in STACKS:
         urns = sorted(registration.urn for registration in stack.run().registrations)
         stack.record.write_text("".join(f"{urn}\n" for urn in urns))
-        print(f"{stack.record.relative_to(Path.cwd())}: {len(urns)} URNs")
+        print(f"{stack.record.relative_to(ROOT)}: {len(urns)} URNs")
 
 
 if __name__ == "__main__":
