@@ -12,20 +12,16 @@ import pytest
 
 from harness import PROJECT, ProgramRun, run_pulumi
 from tests.engine_aliases import Registered, create_urn, match_old_state
-from tests.urn_record import STACKS, RecordedStack
+from tests.urn_record import STACKS, RecordedStack, registered
 
 STACK = "dev"
-
-
-def _registered(run: ProgramRun) -> list[Registered]:
-    return [Registered(r.urn, r.name, r.type, r.parent, r.aliases) for r in run.registrations]
 
 
 @pytest.mark.parametrize("stack", STACKS, ids=[stack.name for stack in STACKS])
 def test_every_recorded_urn_is_still_taken_over(stack: RecordedStack) -> None:
     recorded = stack.recorded()
     assert recorded, f"{stack.record} is empty: run `venv/bin/python -m tests.urn_record`"
-    match = match_old_state(_registered(stack.run()), recorded, project=PROJECT, stack=stack.name)
+    match = match_old_state(registered(stack.run()), recorded, project=PROJECT, stack=stack.name)
     assert not match.errors
     deleted = sorted(set(recorded) - match.claimed.keys())
     assert not deleted, (
@@ -131,7 +127,7 @@ def _job_under(*, moved: bool, alias: bool) -> ProgramRun:
 def test_what_the_sdk_sends_for_an_alias_is_what_the_engine_needs(alias: bool, kept: bool) -> None:
     """The Python SDK's own alias spec, through the stand-in engine: only the aliased move keeps the Job."""
     before = {r.urn for r in _job_under(moved=False, alias=False).registrations}
-    after = _registered(_job_under(moved=True, alias=alias))
+    after = registered(_job_under(moved=True, alias=alias))
     match = match_old_state(after, before, project=PROJECT, stack=STACK)
     old_job = _urn("host-gate", JOB, OLD_PARENT)
     assert (old_job in match.claimed) is kept

@@ -6,11 +6,13 @@ tenant add-ons, and an existing cluster whose tenants are reached by SNI. Each o
 URNs are kept in `tests/urns/<stack>.txt`, one per line; tests/test_urns.py proves that
 the program still takes over every one of them, by its URN or by an alias.
 
-A change that removes or renames a resource on purpose re-records in the same commit:
+A change that adds, removes or renames a resource on purpose re-records in the same commit:
 
     venv/bin/python -m tests.urn_record
 
-and the diff shows exactly which live resources an `up` will delete.
+A URN the program still takes over by an alias stays as recorded (stacks that have not
+run an `up` since still hold it), so the diff shows only what is new and which live
+resources the next `up` will delete.
 """
 
 from collections.abc import Callable
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, ProgramRun, dev_settings, run_main
+from harness import PROJECT, ROOT, ProgramRun, dev_settings, run_main
 from tests.conftest import FAKE_KUBECONFIG
+from tests.engine_aliases import Registered, match_old_state
 
 RECORD_DIR = Path(__file__).parent / "urns"
 
@@ -70,12 +73,22 @@ STACKS = (
 )
 
 
+def registered(run: ProgramRun) -> list[Registered]:
+    """What the engine needs of each registration, in the order the program made them."""
+    return [Registered(r.urn, r.name, r.type, r.parent, r.aliases) for r in run.registrations]
+
+
 def main() -> None:
     RECORD_DIR.mkdir(exist_ok=True)
     for stack in STACKS:
-        urns = sorted(registration.urn for registration in stack.run().registrations)
+        run = stack.run()
+        recorded = stack.recorded() if stack.record.exists() else []
+        match = match_old_state(registered(run), recorded, project=PROJECT, stack=stack.name)
+        takes_over = {new: old for old, new in match.claimed.items()}
+        urns = sorted(takes_over.get(r.urn, r.urn) for r in run.registrations)
         stack.record.write_text("".join(f"{urn}\n" for urn in urns))
-        print(f"{stack.record.relative_to(ROOT)}: {len(urns)} URNs")
+        deleted = sorted(set(recorded) - set(urns))
+        print(f"{stack.record.relative_to(ROOT)}: {len(urns)} URNs; the next `up` deletes {deleted or 'nothing'}")
 
 
 if __name__ == "__main__":
