@@ -129,7 +129,7 @@ def _pinned(value: str) -> str:
     if not _PINNED_VERSION.match(value):
         raise PydanticCustomError(
             "pinned_version",
-            "is not a pinned release: give an exact version such as v0.16.4 "
+            "is not a pinned release: give an exact version such as v0.16.8 "
             "('latest', ranges and partial versions are refused so every `pulumi up` "
             "installs the same bits)",
             {},

@@ -6,6 +6,8 @@ file; the tests check what the program registers against these facts (for
 example, that no container runs a program its image does not ship).
 """
 
+from typing import Literal, NamedTuple
+
 # --- Kubernetes and kubectl ----------------------------------------------------------------------
 
 KUBECTL_IMAGE = "registry.k8s.io/kubectl"
@@ -85,22 +87,24 @@ DCGM_SERVICE = ("nvidia-dcgm-exporter", "gpu-metrics")
 # The Service the operator creates in its namespace, labelled app=nvidia-dcgm-exporter, and its port's name
 # (9400): NVIDIA/gpu-operator assets/state-dcgm-exporter/0400_service.yaml @v26.3.3.
 
-# --- KAI Scheduler (chart v0.16.4) ---------------------------------------------------------------
+# --- KAI Scheduler (chart v0.16.8) ---------------------------------------------------------------
+# First read at v0.16.4 and re-read at v0.16.8: the code and chart values these facts rest on are unchanged
+# between the two (git diff v0.16.4 v0.16.8; values.yaml is byte-identical).
 
 KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
 # Pushed there with the git tag, v included, as its version: kai-scheduler/KAI-Scheduler
-# .github/workflows/push-artifacts.yaml @v0.16.4.
+# .github/workflows/push-artifacts.yaml @v0.16.8.
 SCHEDULER_NAME = "kai-scheduler"
 # Hard-coded default; no chart value sets it: kai-scheduler/KAI-Scheduler pkg/common/constants/constants.go
-# (DefaultSchedulerName) @v0.16.4.
+# (DefaultSchedulerName) @v0.16.8.
 QUEUE_LABEL = "kai.scheduler/queue"
 # podgrouper.queueLabelKey's default: deployments/kai-scheduler/values.yaml and constants.go (DefaultQueueLabel)
-# @v0.16.4.
+# @v0.16.8.
 KAI_CONFIG = "kai-config"
 # The cluster-scoped kai.scheduler/v1 Config the operator reconciles; it sets condition Ready (copied from
-# Available, all operands up): pkg/operator/controller/status_reconciler/status_reconciler.go @v0.16.4.
+# Available, all operands up): pkg/operator/controller/status_reconciler/status_reconciler.go @v0.16.8.
 # The queue webhook (kai-queue-validation-v2) has failurePolicy Fail and sideEffects None, so a
-# server-side dry run reaches it: pkg/operator/operands/queue_controller/resources.go @v0.16.4.
+# server-side dry run reaches it: pkg/operator/operands/queue_controller/resources.go @v0.16.8.
 
 KAI_QUEUE_ALLOCATED_GPUS = "kai_queue_allocated_gpus"
 KAI_QUEUE_DESERVED_GPUS = "kai_queue_deserved_gpus"
@@ -108,11 +112,11 @@ KAI_QUEUE_INFO = "kai_queue_info"
 # Queue-controller gauges (prefix: --metrics-namespace, default kai, which the chart does not expose), labels
 # queue_name, queue_metadata_name, queue_display_name; allocated includes fractions and a parent's includes its
 # children; deserved is spec.resources.gpu.quota as-is: pkg/queuecontroller/metrics/metrics.go,
-# pkg/common/constants/constants.go @v0.16.4. No metric carries a queue's limit or weight.
+# pkg/common/constants/constants.go @v0.16.8. No metric carries a queue's limit or weight.
 KAI_QUEUE_FAIR_SHARE_GPU = "kai_queue_fair_share_gpu"
 # The scheduler's gauge, rewritten every session by the proportion plugin; its queue_name is the display name
 # when one is set, so it joins the queue-controller's on queue_metadata_name:
-# pkg/scheduler/metrics/metrics.go, pkg/scheduler/plugins/proportion/resource_division/resource_division.go @v0.16.4.
+# pkg/scheduler/metrics/metrics.go, pkg/scheduler/plugins/proportion/resource_division/resource_division.go @v0.16.8.
 KAI_QUEUE_LABEL = "queue_metadata_name"
 KAI_METRICS_SERVICES = {
     "queue-controller": ("queue-controller", "metrics"),
@@ -121,7 +125,65 @@ KAI_METRICS_SERVICES = {
 # Component -> (the Service the KAI operator creates in KAI's namespace, labelled app=<name>; its metrics
 # port's name), /metrics over HTTP on 8080: pkg/operator/operands/queue_controller/resources.go,
 # pkg/operator/operands/scheduler/resources_for_shard.go (shard default), pkg/operator/operands/common/common.go
-# @v0.16.4. With more than one scheduler replica the Service loses its selector (leader EndpointSlice).
+# @v0.16.8. With more than one scheduler replica the Service loses its selector (leader EndpointSlice).
+
+KAI_RETRACTED_VERSIONS = frozenset({"v0.20.0", "v0.20.1"})
+# Tagged by mistake on v0.10 code and retracted: kai-scheduler/KAI-Scheduler go.mod `retract (v0.20.1 v0.20.0)`
+# (commit 5922dc7d, #702); the v0.20.1 tag's CHANGELOG.md ends at v0.10.2.
+
+KAI_PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+# The PriorityClasses KAI's chart creates (defaultPriorityClasses.enabled, default true); none is globalDefault:
+# deployments/kai-scheduler/templates/priorityclasses/*.yaml @v0.16.8.
+NON_PREEMPTIBLE_PRIORITY = 100
+# A PodGroup whose class has at least this value is non-preemptible unless labelled otherwise:
+# pkg/common/podgroup/preemptible.go (nonPreemptiblePriorityThreshold) @v0.16.8.
+DEFAULT_PRIORITY_CLASS = "train"
+PRIORITY_LABEL = "priorityClassName"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
+# For a pod without owners (every pod a vCluster syncs with setOwner false) the pod-grouper takes the class from
+# the pod's label priorityClassName, then spec.priorityClassName (which the syncer clears), if that class exists,
+# else train; preemptibility from the label, else by the class's value: pkg/podgrouper/podgrouper/plugins/
+# defaultgrouper/default_grouper.go, plugins/constants/constants.go, pkg/apis/scheduling/v2alpha2/
+# podgroup_types.go (ParsePreemptibility: exact values; "" decides by priority) @v0.16.8. KAI honours any
+# PriorityClass that exists, system-node-critical included: docs/priority/README.md @v0.16.8.
+KAI_POD_GROUPER_USER = "system:serviceaccount:{namespace}:pod-grouper"
+KAI_BINDER_USER = "system:serviceaccount:{namespace}:binder"
+# Each operand runs as a ServiceAccount named after it in KAI's namespace; the pod-grouper merge-patches
+# pod-group-name and kai.scheduler/subgroup-name onto pods, the binder the GPU-group labels, received-resource-type
+# and a fraction's ConfigMaps: pkg/operator/operands/{pod_grouper,binder}/resources.go,
+# pkg/podgrouper/pod_controller.go, pkg/binder/binding/binder.go, resourcereservation @v0.16.8.
+POD_GROUP_ANNOTATION = "pod-group-name"
+
+
+class KaiPodKey(NamedTuple):
+    kind: Literal["labels", "annotations"]
+    key: str
+    prefix: bool
+    """Every key that starts with `key`."""
+    writer: Literal["pod-grouper", "binder"] | None
+    """The KAI component that writes it on a tenant's pod; None: none does."""
+
+
+KAI_POD_KEYS = (
+    KaiPodKey("annotations", POD_GROUP_ANNOTATION, prefix=False, writer="pod-grouper"),
+    KaiPodKey("annotations", "kai.scheduler/skip-podgrouper", prefix=False, writer=None),
+    KaiPodKey("labels", "kai.scheduler/subgroup-name", prefix=False, writer="pod-grouper"),
+    KaiPodKey("labels", "runai-gpu-group", prefix=True, writer="binder"),
+    KaiPodKey("annotations", "received-resource-type", prefix=False, writer="binder"),
+)
+# KAI's bookkeeping on a pod, none of it a tenant's to write: pod-group-name joins a PodGroup by bare name across
+# namespaces (and an ownerless pod that has it is skipped by the pod-grouper: pod_controller.go
+# isOrphanPodWithPodGroup); skip-podgrouper leaves a pod ungrouped; the subgroup label picks the gang's subgroup
+# (pkg/scheduler/api/pod_info/pod_info.go); runai-gpu-group and runai-gpu-group/<group> tie a fraction to the
+# reservation of its GPU, which the binder deletes once no running pod carries the label; received-resource-type
+# (Fraction, Regular, MigInstance) is how the scheduler reads a bound pod's share when no BindRequest is left:
+# pkg/common/constants/constants.go, pkg/binder/binding/resourcereservation/resource_reservation.go @v0.16.8.
+KAI_UTILITY_APP_LABELS = ("kai-resource-reservation", "scaling-pod")
+# A pod labelled app=<one of these>, in any namespace, is taken for KAI's own reservation or scaling pod: its GPU
+# stops counting on the node and against the proportion plugin: pkg/scheduler/api/pod_info/utility_pods.go,
+# node_info/node_info.go, pkg/scheduler/conf/global_config.go @v0.16.8. The first is the chart's
+# global.resourceReservation.appLabel, which the platform therefore owns.
 
 # --- kube-prometheus-stack (chart 88.5.3) ---------------------------------------------------------
 
@@ -182,33 +244,42 @@ SPOOFABLE_VCLUSTER_LABELS = {"app": ("loft", "vcluster-snapshot")}
 # from its own, and the syncer copies a team's `app` label to the host unchanged:
 # chart/templates/networkpolicy.yaml, pkg/util/translate/single_namespace.go @v0.35.1.
 
-# --- the GPU sharing path a tenant pod may take (KAI v0.16.4, GPU Operator v26.3.3) ---------------
+# --- the GPU sharing path a tenant pod may take (KAI v0.16.8, GPU Operator v26.3.3) ---------------
 
 GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")
+GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
 GPU_SHARING_ANNOTATIONS = (
     *GPU_FRACTION_ANNOTATIONS,
-    "gpu-fraction-num-devices",
+    GPU_FRACTION_DEVICES_ANNOTATION,
     "gpu-fraction-container-name",
-    "runai/shared-gpu-configmap",
+    SHARED_GPU_CONFIGMAP_ANNOTATION,
     "mps",
 )
-# kai-scheduler/KAI-Scheduler pkg/common/constants/constants.go @v0.16.4. KAI's admission keeps a
-# runai/shared-gpu-configmap the pod already has and builds its ConfigMaps from it: <prefix>-<index>
-# (key NVIDIA_VISIBLE_DEVICES, referenced with a configMapKeyRef) and <prefix>-<index>-evar (envFrom),
-# <prefix>-i<index> for init containers; a prefix it makes itself ends in -shared-gpu:
-# pkg/admission/webhook/v1alpha2/gpusharing, pkg/binder/common/gpu_access.go @v0.16.4.
+# kai-scheduler/KAI-Scheduler pkg/common/constants/constants.go @v0.16.8. KAI accepts any gpu-fraction in (0, 1)
+# (0.001 too), any positive gpu-memory in MiB and any positive gpu-fraction-num-devices (with either):
+# pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go @v0.16.8.
+SHARED_GPU_CONFIGMAP_SUFFIX = "-shared-gpu"
+# KAI's admission keeps a runai/shared-gpu-configmap the pod already has, unchecked; a prefix it makes itself is
+# <owner or pod name>-<7 random>-shared-gpu. From prefix P, the fraction container (the first, or the one
+# gpu-fraction-container-name names) reads NVIDIA_VISIBLE_DEVICES, RUNAI_NUM_OF_GPUS and GPU_PORTION with a
+# configMapKeyRef to P-<index> (P-i<index> for an init container) and envFrom P-<index>-evar; the binder writes
+# both at bind time: pkg/binder/common/gpusharingconfigmap/config_map.go,
+# pkg/admission/webhook/v1alpha2/gpusharing @v0.16.8.
 NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 NO_GPU_VALUES = ("void", "none")
 # Under an nvidia runtime the toolkit hands a container the devices NVIDIA_VISIBLE_DEVICES names, from an
 # unprivileged container too, and `void`/`none` name none: NVIDIA/nvidia-container-toolkit
 # internal/config/image/builder.go (acceptEnvvarUnprivileged: true) @v1.19.1.
 # runc, the default runtime, ignores the variable. KAI's deviceaccess sets `void` on every container of a
-# kai-scheduler pod that asks for no GPU, but does not look at envFrom or ephemeral containers:
-# pkg/admission/webhook/v1alpha2/deviceaccess @v0.16.4.
+# kai-scheduler pod that asks for no GPU, but does not look at envFrom or ephemeral containers; its pod
+# webhooks (mutating-kai-admission on CREATE, validating-kai-admission on CREATE and UPDATE) see no
+# pods/ephemeralcontainers request: pkg/admission/webhook/v1alpha2/deviceaccess,
+# pkg/operator/operands/admission/resources.go @v0.16.8.
 GPU_FRACTION_RUNTIME_CLASS = "nvidia"
 # KAI's admission gives a fraction pod without one runtimeClassName admission.gpuFractionRuntimeClassName
 # (default nvidia); a whole-GPU pod needs none under the operator's CDI mode (device plugin
-# DEVICE_LIST_STRATEGY cdi-annotations,cdi-cri): runtimeenforcement @v0.16.4, NVIDIA/gpu-operator
+# DEVICE_LIST_STRATEGY cdi-annotations,cdi-cri): runtimeenforcement @v0.16.8, NVIDIA/gpu-operator
 # controllers/object_controls.go TransformDevicePlugin @v26.3.3.
 CDI_ANNOTATION_PREFIXES = ("cdi.k8s.io/", "nvidia.cdi.k8s.io/")
 # A CDI-enabled runtime injects the devices that pod annotations with these prefixes name: cdi.k8s.io/ is
@@ -216,9 +287,7 @@ CDI_ANNOTATION_PREFIXES = ("cdi.k8s.io/", "nvidia.cdi.k8s.io/")
 # prefix: NVIDIA/k8s-device-plugin api/config/v1/consts.go @v0.19.3); the NVIDIA runtime can be set to read
 # nvidia.cdi.k8s.io/ (demo/clusters/kind/scripts/create-kind-cluster.sh @v0.19.3).
 GPU_SHARING_CONFIGMAP = r"-shared-gpu-i?[0-9]+(-evar)?$"
-KAI_BINDER_USER = "system:serviceaccount:{namespace}:binder"
-# The binder writes a fraction's ConfigMaps at bind time and runs as ServiceAccount binder in KAI's
-# namespace: pkg/operator/operands/binder/resources.go (defaultResourceName) @v0.16.4.
+# The binder writes a fraction's ConfigMaps at bind time: pkg/binder/binding, gpusharingconfigmap @v0.16.8.
 
 # --- Traefik, MicroK8s' ingress add-on (expose: sni) ------------------------------------------------
 

@@ -8,7 +8,7 @@ from pydantic_core import PydanticCustomError
 
 from config.gpu_host.host import Microk8sChannel
 from config.types import ConfigModel, PinnedVersion
-from config.upstream import MIN_KUBECTL_MINOR
+from config.upstream import KAI_RETRACTED_VERSIONS, MIN_KUBECTL_MINOR
 
 
 def _recent_kubectl(value: str) -> str:
@@ -26,10 +26,23 @@ def _recent_kubectl(value: str) -> str:
 KubectlVersion = Annotated[PinnedVersion, AfterValidator(_recent_kubectl)]
 
 
+def _not_retracted(value: str) -> str:
+    if value in KAI_RETRACTED_VERSIONS:
+        raise PydanticCustomError(
+            "kai_version",
+            "was tagged by mistake on KAI v0.10 code and is retracted upstream: pin the newest patch of a real "
+            "line instead, e.g. v0.16.8",
+        )
+    return value
+
+
+KaiVersion = Annotated[PinnedVersion, AfterValidator(_not_retracted)]
+
+
 class VersionsConfig(ConfigModel):
     """`gpu-tenancy:versions`: every upstream release the stack installs, pinned exactly."""
 
-    kai_scheduler: PinnedVersion = Field(description="KAI Scheduler Helm chart version, e.g. v0.16.4.")
+    kai_scheduler: KaiVersion = Field(description="KAI Scheduler Helm chart version, e.g. v0.16.8.")
     kubectl: KubectlVersion = Field(
         default="v1.36.0",
         description="Tag of registry.k8s.io/kubectl, the image of in-cluster readiness gates.",

@@ -116,7 +116,7 @@ def _divide_siblings(amount: float, siblings: Sequence[_Share]) -> None:
     """Quotas first, then every priority group's rounds, highest first; only then the remainders.
 
     A lower priority group's rounds run before a higher group's remainders are paid, so the
-    lower group may take the fractions the higher one left (divideOverQuotaResource @v0.16.4).
+    lower group may take the fractions the higher one left (divideOverQuotaResource @v0.16.8).
     """
     remaining = _give_quotas(amount, siblings)
     if remaining <= 0:

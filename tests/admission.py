@@ -64,9 +64,19 @@ class _TypeConstructor(celtypes.MapType):
         return celtypes.MessageType(fields or celtypes.MapType())
 
 
+def _contains(container: Any, item: Any) -> celtypes.BoolType:
+    """CEL's contains(): a substring for strings (cel-spec doc/langdef.md), membership otherwise.
+
+    cel-python 0.5.0 delegates to a `contains` method that `a + b` (a plain str there) lacks.
+    """
+    if isinstance(container, str):
+        return celtypes.BoolType(str(item) in container)
+    return celtypes.BoolType(container.contains(item))
+
+
 def _evaluate(expression: str, activation: Mapping[str, Any]) -> Any:
     env = celpy.Environment()
-    result = env.program(env.compile(expression)).evaluate(dict(activation))
+    result = env.program(env.compile(expression), functions={"contains": _contains}).evaluate(dict(activation))
     if isinstance(result, celpy.evaluation.CELEvalError):
         raise result
     return result
@@ -144,7 +154,30 @@ def validate(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Req
     if activation is None:
         return None
     assert binding.get("validationActions") == ["Deny"], "a failed validation must refuse the request"
-    return [v["message"] for v in policy["validations"] if not _evaluate(v["expression"], activation)]
+    denials = []
+    for check in policy["validations"]:
+        try:
+            passed = bool(_evaluate(check["expression"], activation))
+        except celpy.evaluation.CELEvalError as error:
+            # An expression that fails to evaluate refuses the request under failurePolicy Fail.
+            assert policy.get("failurePolicy") == "Fail"
+            denials.append(f"evaluation error ({error}): {check['message']}")
+            continue
+        if not passed:
+            denials.append(_message(check, activation))
+    return denials
+
+
+def _message(validation: Mapping[str, Any], activation: Mapping[str, Any]) -> str:
+    """messageExpression when it yields a non-empty string, else message (apiserver validating/validator.go)."""
+    if "messageExpression" in validation:
+        try:
+            text = _evaluate(validation["messageExpression"], activation)
+        except celpy.evaluation.CELEvalError:
+            text = ""
+        if isinstance(text, str) and text.strip():
+            return str(text)
+    return str(validation["message"])
 
 
 def _merge(target: Json, patch: Mapping[str, Any]) -> Json:

@@ -34,7 +34,7 @@ def _settings() -> StackConfig:
 
 
 def _kai(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
-    args = KaiSchedulerArgs(settings.kai_scheduler, "v0.16.4", settings.versions.kubectl, cdi_enabled=True)
+    args = KaiSchedulerArgs(settings.kai_scheduler, "v0.16.8", settings.versions.kubectl, cdi_enabled=True)
     KaiScheduler("kai", args, opts=opts)
 
 

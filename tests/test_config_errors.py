@@ -353,8 +353,45 @@ BAD_CONFIGS = [
             (("binder", "cdiEnabled"), False, "gpuOperator.values.cdi.enabled"),
             (("global", "blockNvidiaVisibleDevices"), False, "tenant admission requires"),
             (("admission", "gpuFractionRuntimeClassName"), "nvidia-legacy", "exactly the nvidia class"),
+            (("global", "resourceReservation", "appLabel"), "reserve", "reservation pods"),
         ]
     ],
+    (
+        "kai-retracted-version",
+        _versions(kaiScheduler="v0.20.1"),
+        "gpu-tenancy:versions.kaiScheduler",
+        "retracted upstream",
+    ),
+    (
+        "system-priority-class-for-every-team",
+        lambda c: c.update(vcluster={"priorityClasses": ["train", "system-node-critical"]}),
+        "gpu-tenancy:vcluster.priorityClasses[1]",
+        "outrank the cluster's",
+    ),
+    (
+        "priority-class-no-label-can-carry",
+        lambda c: c["tenants"][0].update(priorityClasses=["Inference_High"]),
+        "gpu-tenancy:tenants[0].priorityClasses[0]",
+        "a pod label can carry",
+    ),
+    (
+        "whole-gpu-as-a-fraction-floor",
+        lambda c: c.update(vcluster={"minGpuFraction": 1}),
+        "gpu-tenancy:vcluster.minGpuFraction",
+        "less than 1",
+    ),
+    (
+        "no-fraction-floor-for-a-team",
+        lambda c: c["tenants"][1].update(minGpuFraction=0),
+        "gpu-tenancy:tenants[1].minGpuFraction",
+        "greater than 0",
+    ),
+    (
+        "zero-fraction-devices",
+        lambda c: c["tenants"][2].update(maxFractionDevices=0),
+        "gpu-tenancy:tenants[2].maxFractionDevices",
+        "greater than or equal to 1",
+    ),
     *[
         (
             f"toolkit-env-{name.lower()}",

@@ -192,7 +192,7 @@ def _departments(capacity: float, weights: tuple[float, float]) -> dict[str, Any
     }
 
 
-# KAI's own tests of trees stack config refuses (kai-scheduler/KAI-Scheduler @v0.16.4,
+# KAI's own tests of trees stack config refuses (kai-scheduler/KAI-Scheduler @v0.16.8,
 # pkg/scheduler/plugins/proportion/resource_division/resource_division_test.go "doesn't give more
 # GPUs than allowed"; proportion_test.go "deserved department quota", "over-quota", "over-quota
 # weight", "over-quota weight - reversed"), with the fair shares those tests assert.

@@ -95,7 +95,7 @@ def _vouches_for(run: ProgramRun, name: str) -> str:
 def test_the_kai_gate_runs_again_exactly_when_the_release_changes(dev_run: ProgramRun) -> None:
     """The Job template is immutable: a new fingerprint replaces the Job, and the gate runs again."""
     base = _vouches_for(dev_run, "kai-gate")
-    versions = {**dev_settings()["versions"], "kaiScheduler": "v0.16.5"}
+    versions = {**dev_settings()["versions"], "kaiScheduler": "v0.17.0"}
     assert _vouches_for(_run(versions=versions), "kai-gate") != base
     assert _vouches_for(_run(kaiScheduler={"values": {"scheduler": {"replicas": 2}}}), "kai-gate") != base
     assert _vouches_for(_run(kaiScheduler={"readyTimeoutSeconds": 901}), "kai-gate") == base

@@ -185,7 +185,7 @@ def _triggers(run: ProgramRun) -> dict[str, Any]:
             {"versions__microk8s": "1.37/stable"}, {"preflight", "addons", "kubeconfig", "gpu-operator-check"}
         ),
         pytest.param({"versions__gpuOperator": "v26.3.4"}, {"gpu-operator-check"}),
-        pytest.param({"versions__kaiScheduler": "v0.16.5"}, set()),
+        pytest.param({"versions__kaiScheduler": "v0.17.0"}, set()),
         pytest.param({"tenants": []}, set()),
     ],
     ids=["microk8s", "gpu-operator", "kai", "tenants"],
@@ -297,7 +297,7 @@ def _gate_fingerprint(run: ProgramRun) -> str:
         ({"versions__gpuOperator": "v26.3.4"}, True),
         ({"gpuOperator": {"values": {"dcgmExporter": {"enabled": False}}}}, True),
         ({"versions__microk8s": "1.37/stable"}, True),
-        ({"versions__kaiScheduler": "v0.16.5"}, False),
+        ({"versions__kaiScheduler": "v0.17.0"}, False),
         ({"tenants": []}, False),
     ],
     ids=["operator-version", "operator-values", "microk8s", "kai", "tenants"],

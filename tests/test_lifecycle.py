@@ -148,7 +148,7 @@ GATES = {"host-gpu-gate", "kai-gate", *(f"{team}-ready" for team in TEAMS)}
 BOOTSTRAP_AFTER_CHANNEL = {"host-preflight", "host-microk8s", "host-addons", "host-kubeconfig"}
 
 CHANGES = [
-    ("versions.kaiScheduler", "v0.16.5", {"kai-release", "kai-gate"}),
+    ("versions.kaiScheduler", "v0.17.0", {"kai-release", "kai-gate"}),
     ("versions.vcluster", "0.35.2", {f"{team}-vcluster" for team in TEAMS}),
     ("versions.gpuOperator", "v26.3.4", {"host-gpu-operator-check", "host-gpu-operator", "host-gpu-gate"}),
     ("versions.microk8s", "1.37/stable", {*BOOTSTRAP_AFTER_CHANNEL, "host-gpu-operator-check", "host-gpu-gate"}),
@@ -172,6 +172,11 @@ CHANGES = [
         {"team-vision-vcluster"},
     ),
     ("tenants.2.nodePort", 30123, {"team-recommender-vcluster"}),
+    # What the shared admission policy reads of a team lives on its namespace: a change touches only that.
+    ("vcluster.minGpuFraction", 0.1, {f"{team}-namespace" for team in TEAMS}),
+    ("vcluster.priorityClasses", ["train", "inference"], {f"{team}-namespace" for team in TEAMS}),
+    ("tenants.0.maxFractionDevices", 2, {"team-nlp-namespace"}),
+    ("tenants.1.minGpuMemoryMiB", 1024, {"team-vision-namespace"}),
 ]
 
 

@@ -60,7 +60,7 @@ def test_dev_stack_renders_the_tutorial_queues_with_cpu_and_memory_explicit(dev_
 def test_dev_stack_installs_kai_as_the_tutorial_does(dev_run: ProgramRun) -> None:
     release = dev_run.one(RELEASE, "kai-release").inputs
     assert release["chart"] == "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
-    assert release["version"] == "v0.16.4"
+    assert release["version"] == "v0.16.8"
     assert release["name"] == "kai-scheduler"
     assert release["namespace"] == "kai-scheduler"
     # The operator this stack installs runs CDI, so KAI's binder names GPUs the CDI way.
@@ -188,7 +188,7 @@ def _paths(values: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[st
 KAI_KEYS_READ_BY_TEMPLATES = {
     # Absent from values.yaml on purpose: set, it overrides the binder's CDI auto-detection
     # (kai-scheduler/KAI-Scheduler deployments/kai-scheduler/templates/_helpers.tpl `hasKey .Values.binder
-    # "cdiEnabled"` @v0.16.4).
+    # "cdiEnabled"` @v0.16.8).
     ("binder", "cdiEnabled"),
 }
 

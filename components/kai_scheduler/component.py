@@ -21,7 +21,7 @@ RELEASE_NAME = "kai-scheduler"
 class KaiSchedulerArgs:
     settings: KaiSchedulerConfig
     version: str
-    """Exact chart version, e.g. v0.16.4."""
+    """Exact chart version, e.g. v0.16.8."""
     kubectl_version: str
     """Tag of the kubectl image the gate runs."""
     cdi_enabled: bool | None
@@ -60,7 +60,7 @@ class KaiScheduler(pulumi.ComponentResource):
         )
         # The release depends on its namespace, so destroy uninstalls it (and runs KAI's post-delete
         # cleanup Job, which deletes kai-config and with it KAI's webhooks) before the namespace goes:
-        # deployments/kai-scheduler/templates/hooks/post/post-delete-job.yaml @v0.16.4.
+        # deployments/kai-scheduler/templates/hooks/post/post-delete-job.yaml @v0.16.8.
         release = helm_release(
             f"{name}-release",
             spec,

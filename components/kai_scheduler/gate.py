@@ -44,7 +44,7 @@ def kai_gate_steps(timeout_seconds: int) -> tuple[GateStep, ...]:
     timeout = f"--timeout={timeout_seconds}s"
     return (
         # kai-config is applied by a post-install hook Job, after the release's own objects:
-        # deployments/kai-scheduler/templates/hooks/post/kai-config-deployer @v0.16.4.
+        # deployments/kai-scheduler/templates/hooks/post/kai-config-deployer @v0.16.8.
         GateStep("config-created", ("wait", "--for=create", config, timeout)),
         GateStep("config-ready", ("wait", "--for=condition=Ready", config, timeout)),
         GateStep("queue-admitted", ("create", "--dry-run=server", "-f", f"{MOUNT_PATH}/{PROBE_FILE}", "-o", "name")),

@@ -11,12 +11,12 @@ def kai_release_values(settings: KaiSchedulerConfig, *, cdi_enabled: bool | None
 
     `cdi_enabled` is None when this stack does not install the GPU Operator: KAI's
     operator then reads the operator's ClusterPolicy itself
-    (kai-scheduler/KAI-Scheduler pkg/operator/operands/binder/resources.go isCdiEnabled @v0.16.4).
+    (kai-scheduler/KAI-Scheduler pkg/operator/operands/binder/resources.go isCdiEnabled @v0.16.8).
     """
     defaults: dict[str, Any] = {
         "global": {
             # Fractional GPUs (`gpu-fraction` annotation) need KAI's GPU sharing; it is off in the chart
-            # (deployments/kai-scheduler/values.yaml global.gpuSharing: false @v0.16.4).
+            # (deployments/kai-scheduler/values.yaml global.gpuSharing: false @v0.16.8).
             "gpuSharing": True,
             # KAI's deviceaccess: NVIDIA_VISIBLE_DEVICES=void on every container of a KAI pod that asks for no
             # GPU, which the tenant admission policy then requires under an nvidia runtime (config/upstream.py).
@@ -25,6 +25,6 @@ def kai_release_values(settings: KaiSchedulerConfig, *, cdi_enabled: bool | None
     }
     if cdi_enabled is not None:
         # With CDI the binder must name a fraction's GPU as k8s.device-plugin.nvidia.com/gpu=<UUID>, which
-        # the nvidia runtime resolves; a bare UUID fails: pkg/binder/plugins/gpusharing/gpu_sharing.go @v0.16.4.
+        # the nvidia runtime resolves; a bare UUID fails: pkg/binder/plugins/gpusharing/gpu_sharing.go @v0.16.8.
         defaults["binder"] = {"cdiEnabled": cdi_enabled}
     return deep_merge(defaults, settings.values)

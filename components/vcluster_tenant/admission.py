@@ -34,7 +34,7 @@ class TenantAdmission(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         configmaps = gpu_configmap_policy_spec(args.kai_namespace)
         self.ready = [
-            self._policy(f"{name}-pods", POD_POLICY, pod_policy_spec(), validating=True, opts=child),
+            self._policy(f"{name}-pods", POD_POLICY, pod_policy_spec(args.kai_namespace), validating=True, opts=child),
             self._policy(f"{name}-gpu-configmaps", CONFIGMAP_POLICY, configmaps, validating=True, opts=child),
         ]
         if args.settings.admission == "mutate":

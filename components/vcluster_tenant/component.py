@@ -18,6 +18,7 @@ from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
+from components.vcluster_tenant.kai_rules import namespace_annotations
 from components.vcluster_tenant.values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
@@ -89,6 +90,8 @@ class VClusterTenant(pulumi.ComponentResource):
                     QUEUE_NAMESPACE_LABEL: tenant.queue,
                     POD_SECURITY_ENFORCE: args.settings.pod_security_for(tenant),
                 },
+                # What the tenant admission policy reads of this team: its priority classes and fraction limits.
+                "annotations": namespace_annotations(args.settings.gpu_sharing_for(tenant)),
             },
             opts=host.merge(
                 pulumi.ResourceOptions(

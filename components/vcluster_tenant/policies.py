@@ -13,10 +13,18 @@ after KAI's mutating webhook (mutating admission runs before validating), so a
 KAI fraction pod is checked as KAI leaves it.
 """
 
-from collections.abc import Sequence
 from typing import Any
 
 from components.shared.labels import MANAGED_BY
+from components.vcluster_tenant.cel import (
+    CONTAINER_LISTS,
+    any_container,
+    cel_list,
+    every_container,
+    validation,
+    value,
+)
+from components.vcluster_tenant.kai_rules import kai_validations, kai_variables, own_device_configmap
 from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
     CDI_ANNOTATION_PREFIXES,
@@ -29,6 +37,7 @@ from config.upstream import (
     NVIDIA_VISIBLE_DEVICES,
     QUEUE_LABEL,
     SCHEDULER_NAME,
+    SHARED_GPU_CONFIGMAP_ANNOTATION,
     SPOOFABLE_VCLUSTER_LABELS,
     SYNCED_POD_LABEL,
 )
@@ -38,54 +47,19 @@ CONFIGMAP_POLICY = "gpu-tenancy-tenant-gpu-configmaps"
 
 TENANT_NAMESPACES = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
 
-CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-
-
-def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
-
-
-def _every_container(predicate: str) -> str:
-    """`predicate` (over `c`) holds for every container, init container and ephemeral container.
-
-    Each list is checked on its own: they are different types, which CEL does not concatenate.
-    """
-    checks = [f"object.spec.containers.all(c, {predicate})"]
-    checks += [
-        f"(!has(object.spec.{field}) || object.spec.{field}.all(c, {predicate}))" for field in CONTAINER_LISTS[1:]
-    ]
-    return " && ".join(checks)
-
-
-def _any_container(predicate: str, lists: Sequence[str] = CONTAINER_LISTS[:2]) -> str:
-    checks = [f"object.spec.containers.exists(c, {predicate})"]
-    checks += [f"(has(object.spec.{field}) && object.spec.{field}.exists(c, {predicate}))" for field in lists[1:]]
-    return " || ".join(checks)
-
-
-def _annotation(obj: str, key: str) -> str:
-    """The annotation's value, or '' when it is absent."""
-    annotations = f"{obj}.metadata.annotations"
-    return f"(has({annotations}) && '{key}' in {annotations} ? {annotations}['{key}'] : '')"
-
-
 _REQUESTS_GPU = (
     "has(c.resources) && ("
     "(has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('nvidia.com/'))) || "
     "(has(c.resources.requests) && c.resources.requests.exists(r, r.startsWith('nvidia.com/'))))"
 )
 
-_DEVICES_FROM_KAI = (
-    f"e.valueFrom.configMapKeyRef.key == '{NVIDIA_VISIBLE_DEVICES}' && "
-    "e.valueFrom.configMapKeyRef.name.startsWith(variables.sharedConfigMap + '-')"
-)
+_NO_DEVICES = f"e.name != '{NVIDIA_VISIBLE_DEVICES}' || (has(e.value) && e.value in {cel_list(NO_GPU_VALUES)})"
 _SAFE_DEVICES = (
-    f"e.name != '{NVIDIA_VISIBLE_DEVICES}' || "
-    f"(has(e.value) && e.value in {_cel_list(NO_GPU_VALUES)}) || "
-    f"(variables.fraction && variables.sharedConfigMap != '' && has(e.valueFrom) && has(e.valueFrom.configMapKeyRef) "
-    f"&& {_DEVICES_FROM_KAI})"
+    f"{_NO_DEVICES} || (variables.fraction && has(e.valueFrom) && has(e.valueFrom.configMapKeyRef) && "
+    f"e.valueFrom.configMapKeyRef.key == '{NVIDIA_VISIBLE_DEVICES}' && "
+    f"{own_device_configmap('e.valueFrom.configMapKeyRef.name')})"
 )
-"""An env entry that names no GPU, or the one KAI's binder writes for this fraction pod."""
+"""An env entry that names no GPU, or the one KAI's binder writes for this fraction pod: <prefix>-<n> exactly."""
 
 _NAMES_DEVICES = f"has(c.env) && c.env.exists(e, e.name == '{NVIDIA_VISIBLE_DEVICES}')"
 
@@ -110,15 +84,12 @@ def _pod_rules(*operations: str, ephemeral: bool = False) -> dict[str, Any]:
     return {"namespaceSelector": TENANT_NAMESPACES, "resourceRules": rules}
 
 
-def _validation(expression: str, message: str) -> dict[str, Any]:
-    return {"expression": expression, "message": message, "reason": "Forbidden"}
-
-
-def pod_policy_spec() -> dict[str, Any]:
-    """Every path from a tenant pod to another queue, a GPU outside KAI, or the host's network policy."""
+def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
+    """Every path from a tenant pod to another queue, a GPU outside KAI, the host's network policy, or KAI's
+    own bookkeeping (kai_rules)."""
     spoofed = " || ".join(
         f"(has(object.metadata.labels) && '{key}' in object.metadata.labels && "
-        f"object.metadata.labels['{key}'] in {_cel_list(values)})"
+        f"object.metadata.labels['{key}'] in {cel_list(values)})"
         for key, values in SPOOFABLE_VCLUSTER_LABELS.items()
     )
     return {
@@ -149,68 +120,77 @@ def pod_policy_spec() -> dict[str, Any]:
             },
             {
                 "name": "fraction",
-                "expression": " || ".join(f"{_annotation('object', a)} != ''" for a in GPU_FRACTION_ANNOTATIONS),
+                "expression": " || ".join(
+                    f"{value('object', 'annotations', a)} != ''" for a in GPU_FRACTION_ANNOTATIONS
+                ),
             },
             {
                 "name": "wantsGpu",
-                "expression": f"variables.fraction || {_any_container(_REQUESTS_GPU)}",
+                "expression": f"variables.fraction || {any_container(_REQUESTS_GPU)}",
             },
-            {"name": "sharedConfigMap", "expression": _annotation("object", "runai/shared-gpu-configmap")},
+            {"name": "sharedConfigMap", "expression": value("object", "annotations", SHARED_GPU_CONFIGMAP_ANNOTATION)},
             {
                 "name": "runtimeClass",
                 "expression": "has(object.spec.runtimeClassName) ? object.spec.runtimeClassName : ''",
             },
+            *kai_variables(kai_namespace),
         ],
         "validations": [
-            _validation(
+            validation(
                 "!variables.namesQueue || variables.podQueue == variables.queue",
                 "a tenant's pods may only use its own KAI queue (the label kai.scheduler/queue)",
             ),
-            _validation(
+            validation(
                 f"!variables.hadQueue || variables.podQueue == oldObject.metadata.labels['{QUEUE_LABEL}']",
                 "a pod's KAI queue cannot be changed or removed once it is set",
             ),
-            _validation(
+            validation(
                 "request.operation != 'CREATE' || !variables.wantsGpu || "
                 "(variables.kai && variables.podQueue == variables.queue)",
                 f"a tenant's pods get GPUs only through KAI: schedulerName {SCHEDULER_NAME} and its own queue",
             ),
-            _validation(
+            validation(
                 "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
                 "a tenant's pods may not name their node (spec.nodeName skips KAI's placement and its queue's limit)",
             ),
-            _validation(
+            validation(
                 f"variables.runtimeClass == '' || (variables.runtimeClass == '{GPU_FRACTION_RUNTIME_CLASS}' "
                 "&& variables.fraction && variables.kai)",
                 f"only a KAI GPU fraction pod runs with runtimeClassName {GPU_FRACTION_RUNTIME_CLASS}; "
                 "other runtime classes are not offered to tenants",
             ),
-            _validation(
-                _every_container(f"!has(c.env) || c.env.all(e, {_SAFE_DEVICES})"),
+            validation(
+                every_container(f"!has(c.env) || c.env.all(e, {_SAFE_DEVICES})", CONTAINER_LISTS[:2]),
                 f"{NVIDIA_VISIBLE_DEVICES} may only be {' or '.join(NO_GPU_VALUES)}, "
-                "or the value KAI's binder writes for a fraction",
+                "or the pod's own <runai/shared-gpu-configmap>-<n> that KAI's binder writes for a fraction",
             ),
-            _validation(
-                f"variables.runtimeClass == '' || {_every_container(_NAMES_DEVICES)}",
+            validation(
+                every_container(f"!has(c.env) || c.env.all(e, {_NO_DEVICES})", CONTAINER_LISTS[2:]),
+                f"a debug (ephemeral) container may only set {NVIDIA_VISIBLE_DEVICES} to "
+                f"{' or '.join(NO_GPU_VALUES)}: KAI's webhooks never see it, so it may not read a fraction's devices",
+            ),
+            validation(
+                f"variables.runtimeClass == '' || {every_container(_NAMES_DEVICES)}",
                 "under an nvidia runtime every container, debug containers included, must set "
                 f"{NVIDIA_VISIBLE_DEVICES} itself (to void, e.g. kubectl debug --env {NVIDIA_VISIBLE_DEVICES}=void): "
                 "otherwise the image's ENV or an envFrom decides which GPUs it sees",
             ),
-            _validation(
-                f"request.operation != 'UPDATE' || {_cel_list(GPU_SHARING_ANNOTATIONS)}.all(a, "
+            validation(
+                f"request.operation != 'UPDATE' || {cel_list(GPU_SHARING_ANNOTATIONS)}.all(a, "
                 "(has(object.metadata.annotations) && a in object.metadata.annotations ? "
                 "object.metadata.annotations[a] : '') == "
                 "(has(oldObject.metadata.annotations) && a in oldObject.metadata.annotations ? "
                 "oldObject.metadata.annotations[a] : ''))",
                 "KAI's GPU sharing annotations cannot change once the pod exists",
             ),
-            _validation(
+            validation(
                 "!has(object.metadata.annotations) || object.metadata.annotations.all(k, "
                 + " && ".join(f"!k.startsWith('{prefix}')" for prefix in CDI_ANNOTATION_PREFIXES)
                 + ")",
                 "CDI device annotations are the device plugin's to set, not a pod's",
             ),
-            _validation(f"!({spoofed})", "the labels app=loft and app=vcluster-snapshot are reserved"),
+            validation(f"!({spoofed})", "the labels app=loft and app=vcluster-snapshot are reserved"),
+            *kai_validations(),
         ],
     }
 
@@ -234,7 +214,7 @@ def gpu_configmap_policy_spec(kai_namespace: str) -> dict[str, Any]:
             {"name": "gpu-sharing-configmaps", "expression": f"object.metadata.name.matches('{GPU_SHARING_CONFIGMAP}')"}
         ],
         "validations": [
-            _validation(
+            validation(
                 f"request.userInfo.username == '{KAI_BINDER_USER.format(namespace=kai_namespace)}'",
                 "only KAI's binder writes a GPU fraction's ConfigMaps",
             )

@@ -22,8 +22,11 @@ KAI_OWNED_VALUES: OwnedValues = {
         "which tenant admission requires"
     ),
     ("admission", "gpuFractionRuntimeClassName"): "tenant admission allows fraction pods exactly the nvidia class",
+    ("global", "resourceReservation", "appLabel"): (
+        "tenant admission refuses the label that marks KAI's reservation pods, by its default value"
+    ),
 }
-"""KAI chart values the platform relies on (deployments/kai-scheduler/values.yaml @v0.16.4)."""
+"""KAI chart values the platform relies on (deployments/kai-scheduler/values.yaml @v0.16.8)."""
 
 
 class KaiSchedulerConfig(ConfigModel):

@@ -19,7 +19,7 @@ ADMISSION_PROBE_QUEUE = "gpu-tenancy-admission-probe"
 """Submitted as a dry run by KAI's readiness gate; a real queue of that name would block the gate."""
 
 # KAI's chart creates its default queues on first install and keeps them (helm.sh/resource-policy: keep):
-# kai-scheduler/KAI-Scheduler deployments/kai-scheduler/templates/default-queue.yaml @v0.16.4.
+# kai-scheduler/KAI-Scheduler deployments/kai-scheduler/templates/default-queue.yaml @v0.16.8.
 RESERVED_QUEUES = {
     "default-parent-queue": "is created and owned by the KAI chart",
     "default-queue": "is created and owned by the KAI chart",

@@ -3,6 +3,7 @@
 import ipaddress
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
@@ -20,6 +21,7 @@ from config.types import (
     TenantName,
     require_str,
 )
+from config.upstream import KAI_PRIORITY_CLASSES
 from config.vcluster_tenant.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
 
 NODE_PORT_RANGE = range(30000, 32768)
@@ -120,6 +122,39 @@ def _ipv4_cidr(value: str) -> str:
 
 IPv4Cidr = Annotated[str, BeforeValidator(require_str), AfterValidator(_ipv4_cidr)]
 
+_LABEL_VALUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+
+
+def _priority_class(value: str) -> str:
+    if value.startswith("system-"):
+        raise PydanticCustomError(
+            "priority_class",
+            "is a class Kubernetes keeps for its own components (system-*): a team's pods would outrank the "
+            "cluster's and could never be preempted; name one of KAI's ({kai}) or a class the platform created",
+            {"kai": ", ".join(KAI_PRIORITY_CLASSES)},
+        )
+    if not _LABEL_VALUE_NAME.match(value):
+        raise PydanticCustomError(
+            "priority_class",
+            "is not a class name a pod label can carry: use at most 63 lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit (e.g. inference)",
+        )
+    return value
+
+
+PriorityClassName = Annotated[str, BeforeValidator(require_str), AfterValidator(_priority_class)]
+"""Teams choose it with the pod label priorityClassName, so it must be a valid label value as well."""
+
+
+@dataclass(frozen=True)
+class GpuSharingRules:
+    """What one tenant's pods may ask of KAI: priority classes, and how small and how wide a GPU fraction."""
+
+    priority_classes: tuple[str, ...]
+    min_gpu_fraction: float
+    min_gpu_memory_mib: int
+    max_fraction_devices: int
+
 
 class LimitRangeConfig(ConfigModel):
     """What a container that states no resources gets (and so what it counts against the quota)."""
@@ -166,6 +201,18 @@ class TenantConfig(ConfigModel):
     )
     limit_range: LimitRangeConfig | None = Field(
         default=None, description="Replaces vcluster.limitRange for this tenant."
+    )
+    priority_classes: list[PriorityClassName] | None = Field(
+        default=None, description="Replaces vcluster.priorityClasses for this tenant."
+    )
+    min_gpu_fraction: float | None = Field(
+        default=None, gt=0, lt=1, description="Overrides vcluster.minGpuFraction for this tenant."
+    )
+    min_gpu_memory_mib: int | None = Field(
+        default=None, ge=1, alias="minGpuMemoryMiB", description="Overrides vcluster.minGpuMemoryMiB for this tenant."
+    )
+    max_fraction_devices: int | None = Field(
+        default=None, ge=1, le=64, description="Overrides vcluster.maxFractionDevices for this tenant."
     )
 
     @model_validator(mode="after")
@@ -226,6 +273,31 @@ class VClusterConfig(ConfigModel):
         description="More address ranges tenant pods may not reach, e.g. the nodes' public addresses "
         "when host.address is a DNS name or the cluster has several nodes.",
     )
+    priority_classes: list[PriorityClassName] = Field(
+        default_factory=lambda: list(KAI_PRIORITY_CLASSES),
+        description="The classes a team may name with the pod label priorityClassName (KAI's by default); "
+        "an unlabelled pod is train.",
+    )
+    min_gpu_fraction: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="The smallest gpu-fraction a pod may ask for: KAI charges the fraction, yet the pod can use "
+        "the whole device.",
+    )
+    min_gpu_memory_mib: int = Field(
+        default=256,
+        ge=1,
+        alias="minGpuMemoryMiB",
+        description="The smallest gpu-memory (MiB) a pod may ask for, for the same reason.",
+    )
+    max_fraction_devices: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="The most devices one fraction pod may span (gpu-fraction-num-devices): each one it "
+        "touches is closed to whole-GPU jobs.",
+    )
 
     def quota_for(self, tenant: TenantConfig) -> dict[str, str]:
         return {**DEFAULT_QUOTA, **self.quota, **tenant.quota}
@@ -235,6 +307,17 @@ class VClusterConfig(ConfigModel):
 
     def pod_security_for(self, tenant: TenantConfig) -> PodSecurityLevel:
         return tenant.pod_security or self.pod_security
+
+    def gpu_sharing_for(self, tenant: TenantConfig) -> GpuSharingRules:
+        def pick(own: Any, shared: Any) -> Any:
+            return shared if own is None else own
+
+        return GpuSharingRules(
+            priority_classes=tuple(pick(tenant.priority_classes, self.priority_classes)),
+            min_gpu_fraction=pick(tenant.min_gpu_fraction, self.min_gpu_fraction),
+            min_gpu_memory_mib=pick(tenant.min_gpu_memory_mib, self.min_gpu_memory_mib),
+            max_fraction_devices=pick(tenant.max_fraction_devices, self.max_fraction_devices),
+        )
 
 
 def node_port_issues(tenants: Sequence[TenantConfig]) -> list[ConfigIssue]:

@@ -1,0 +1,228 @@
+"""What a tenant's pod may ask of KAI, and what stays KAI's own: priorities, fractions, KAI's bookkeeping.
+
+KAI reads a pod's priority, its PodGroup, its GPU group and its share from labels and
+annotations, and the syncer copies every one of those from the team's vCluster to the
+host verbatim, then merges the team's later edits into the host pod (loft-sh/vcluster
+pkg/util/translate/labels.go, translate.go, pkg/controllers/resources/pods/translate/diff.go
+@v0.35.1). So the host decides, by who asks (`request.userInfo`):
+
+- a team chooses its pods' priority class (from its allowlist) and preemptibility;
+- KAI's pod-grouper and binder alone write KAI's bookkeeping keys (config/upstream.py
+  KAI_POD_KEYS); a team never sets one, and its syncer never changes one;
+- a GPU fraction is at least this team's floor, spans at most its devices, reads its
+  devices only from the ConfigMaps KAI's binder writes for it, and is created only once
+  KAI's webhook has prepared it: one that arrives before KAI serves is refused, and the
+  syncer retries it until it is.
+
+Per-tenant values (the allowlist, the floor, the device limit) are annotations on the
+tenant's namespace, written by the platform, so one policy serves every tenant.
+"""
+
+from typing import Any
+
+from components.vcluster_tenant.cel import (
+    Kind,
+    any_container,
+    any_with_prefix,
+    cel_list,
+    present,
+    unchanged,
+    unchanged_with_prefix,
+    validation,
+    value,
+)
+from config.upstream import (
+    GPU_FRACTION_DEVICES_ANNOTATION,
+    KAI_BINDER_USER,
+    KAI_POD_GROUPER_USER,
+    KAI_POD_KEYS,
+    KAI_UTILITY_APP_LABELS,
+    NVIDIA_VISIBLE_DEVICES,
+    PREEMPTIBILITY_LABEL,
+    PREEMPTIBILITY_VALUES,
+    PRIORITY_LABEL,
+    SHARED_GPU_CONFIGMAP_SUFFIX,
+)
+from config.vcluster_tenant.tenants import GpuSharingRules
+
+PRIORITY_CLASSES_ANNOTATION = "gpu-tenancy/priority-classes"
+MIN_GPU_FRACTION_ANNOTATION = "gpu-tenancy/min-gpu-fraction"
+MIN_GPU_MEMORY_ANNOTATION = "gpu-tenancy/min-gpu-memory-mib"
+MAX_FRACTION_DEVICES_ANNOTATION = "gpu-tenancy/max-fraction-devices"
+
+_CONFIGMAP_PREFIX = f"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?{SHARED_GPU_CONFIGMAP_SUFFIX}$"
+_WRITERS = {"pod-grouper": "variables.podGrouper", "binder": "variables.binder"}
+
+
+def namespace_annotations(rules: GpuSharingRules) -> dict[str, str]:
+    """What the policy reads from a tenant's namespace: its priority classes, fraction floor and device limit."""
+    return {
+        PRIORITY_CLASSES_ANNOTATION: ",".join(rules.priority_classes),
+        MIN_GPU_FRACTION_ANNOTATION: str(rules.min_gpu_fraction),
+        MIN_GPU_MEMORY_ANNOTATION: str(rules.min_gpu_memory_mib),
+        MAX_FRACTION_DEVICES_ANNOTATION: str(rules.max_fraction_devices),
+    }
+
+
+def own_device_configmap(name: str) -> str:
+    """`name` is exactly <prefix>-<n> or <prefix>-i<n>, for the pod's own, well-formed prefix.
+
+    The literal startsWith pins every character of the prefix; the pattern then allows only
+    the index after it (a '.' in the prefix matches itself there, having matched already).
+    """
+    return (
+        f"variables.prefixValid && {name}.startsWith(variables.sharedConfigMap + '-') && "
+        f"{name}.matches('^' + variables.sharedConfigMap + '-i?[0-9]+$')"
+    )
+
+
+_PREPARED_BY_KAI = (
+    "has(c.env) && has(c.envFrom) && c.env.exists(e, "
+    f"e.name == '{NVIDIA_VISIBLE_DEVICES}' && has(e.valueFrom) && has(e.valueFrom.configMapKeyRef) && "
+    f"{own_device_configmap('e.valueFrom.configMapKeyRef.name')} && "
+    "c.envFrom.exists(f, has(f.configMapRef) && f.configMapRef.name == e.valueFrom.configMapKeyRef.name + '-evar'))"
+)
+"""The fraction container as KAI's webhook leaves it: its devices from <prefix>-<n>, its variables from
+<prefix>-<n>-evar (pkg/admission/webhook/v1alpha2/gpusharing @v0.16.8). Env is immutable, and the webhook acts
+only on CREATE, so nothing else makes this state on a pod KAI never saw."""
+
+
+def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
+    """Needs the pod policy's `sharedConfigMap` and `fraction` variables, defined before these."""
+    ns = "namespaceObject"
+    return [
+        {
+            "name": "podGrouper",
+            "expression": f"request.userInfo.username == '{KAI_POD_GROUPER_USER.format(namespace=kai_namespace)}'",
+        },
+        {
+            "name": "binder",
+            "expression": f"request.userInfo.username == '{KAI_BINDER_USER.format(namespace=kai_namespace)}'",
+        },
+        {"name": "priorityClass", "expression": value("object", "labels", PRIORITY_LABEL)},
+        {"name": "priorityClasses", "expression": value(ns, "annotations", PRIORITY_CLASSES_ANNOTATION)},
+        {"name": "gpuFraction", "expression": value("object", "annotations", "gpu-fraction")},
+        {"name": "minGpuFraction", "expression": value(ns, "annotations", MIN_GPU_FRACTION_ANNOTATION)},
+        {"name": "gpuMemory", "expression": value("object", "annotations", "gpu-memory")},
+        {"name": "minGpuMemory", "expression": value(ns, "annotations", MIN_GPU_MEMORY_ANNOTATION)},
+        {"name": "fractionDevices", "expression": value("object", "annotations", GPU_FRACTION_DEVICES_ANNOTATION)},
+        {"name": "maxFractionDevices", "expression": value(ns, "annotations", MAX_FRACTION_DEVICES_ANNOTATION)},
+        {
+            "name": "prefixValid",
+            "expression": f"variables.sharedConfigMap.matches('{_CONFIGMAP_PREFIX}')",
+        },
+        {"name": "preparedByKai", "expression": f"variables.prefixValid && ({any_container(_PREPARED_BY_KAI)})"},
+    ]
+
+
+def _on_create_or_change(kind: Kind, key: str, check: str) -> str:
+    """`check` holds on CREATE, and on UPDATE when the key changed."""
+    return f"(request.operation == 'UPDATE' && {unchanged(kind, key)}) || ({check})"
+
+
+def _priority_validations() -> list[dict[str, Any]]:
+    allowed = (
+        "variables.priorityClass == '' || (!variables.priorityClass.startsWith('system-') && "
+        "variables.priorityClasses != '' && "
+        "(',' + variables.priorityClasses + ',').contains(',' + variables.priorityClass + ','))"
+    )
+    preemptibility = f"{value('object', 'labels', PREEMPTIBILITY_LABEL)} in {cel_list(['', *PREEMPTIBILITY_VALUES])}"
+    return [
+        validation(
+            _on_create_or_change("labels", PRIORITY_LABEL, allowed),
+            f"the label {PRIORITY_LABEL} names a priority class this team may not use",
+            f"'the label {PRIORITY_LABEL}=' + variables.priorityClass + ' is not one of this team\\'s priority "
+            "classes (' + variables.priorityClasses + '); leave it out for train'",
+        ),
+        validation(
+            _on_create_or_change("labels", PREEMPTIBILITY_LABEL, preemptibility),
+            f"the label {PREEMPTIBILITY_LABEL} may only be {' or '.join(PREEMPTIBILITY_VALUES)}",
+        ),
+    ]
+
+
+def _bookkeeping_validations() -> list[dict[str, Any]]:
+    """KAI_POD_KEYS: never on a new pod; afterwards changed only by the KAI component that writes it."""
+    checks = []
+    for kind, key, prefix, writer in KAI_POD_KEYS:
+        what = f"the {kind[:-1]} {key}{'*' if prefix else ''}"
+        carried = any_with_prefix("object", kind, key) if prefix else present("object", kind, key)
+        checks.append(
+            validation(
+                f"request.operation != 'CREATE' || !{carried}",
+                f"{what} is KAI's bookkeeping; a tenant's pod may not carry it",
+            )
+        )
+        same = unchanged_with_prefix(kind, key) if prefix else unchanged(kind, key)
+        allowed = f"({same})"
+        if writer is not None:
+            allowed += f" || {_WRITERS[writer]}"
+            if key == "pod-group-name":
+                # The pod-grouper only ever adds it, once (pkg/podgrouper/pod_controller.go @v0.16.8).
+                allowed += f" && !{present('oldObject', kind, key)}"
+        only = f"only KAI's {writer} may set" if writer else "nothing may add, change or remove"
+        checks.append(
+            validation(
+                f"request.operation != 'UPDATE' || {allowed}",
+                f"{what} is KAI's bookkeeping: {only} it on a tenant's pod",
+            )
+        )
+    utility = " || ".join(f"{value('object', 'labels', 'app')} == '{app}'" for app in KAI_UTILITY_APP_LABELS)
+    checks.append(
+        validation(
+            f"!({utility})",
+            f"the labels {', '.join(f'app={a}' for a in KAI_UTILITY_APP_LABELS)} mark KAI's own pods, "
+            "whose GPUs KAI does not count",
+        )
+    )
+    return checks
+
+
+def _fraction_validations() -> list[dict[str, Any]]:
+    at_least = (
+        "variables.gpuFraction == '' || (variables.gpuFraction.matches('^[0-9]*\\\\.?[0-9]+$') && "
+        "variables.minGpuFraction != '' && double(variables.gpuFraction) >= double(variables.minGpuFraction))"
+    )
+    memory = (
+        "variables.gpuMemory == '' || (variables.gpuMemory.matches('^[0-9]+$') && "
+        "variables.minGpuMemory != '' && int(variables.gpuMemory) >= int(variables.minGpuMemory))"
+    )
+    devices = (
+        "variables.fractionDevices == '' || (variables.fractionDevices.matches('^[0-9]+$') && "
+        "variables.maxFractionDevices != '' && int(variables.fractionDevices) <= int(variables.maxFractionDevices))"
+    )
+    on_create = "request.operation != 'CREATE' || "
+    return [
+        validation(
+            on_create + at_least,
+            "gpu-fraction is below this team's minimum",
+            "'gpu-fraction ' + variables.gpuFraction + ' is below this team\\'s minimum of ' + "
+            "variables.minGpuFraction + ' (a decimal): KAI would charge next to nothing for a pod that can use "
+            "the whole device'",
+        ),
+        validation(
+            on_create + memory,
+            "gpu-memory is below this team's minimum",
+            "'gpu-memory ' + variables.gpuMemory + ' is below this team\\'s minimum of ' + variables.minGpuMemory + "
+            "' MiB (a whole number): KAI would charge next to nothing for a pod that can use the whole device'",
+        ),
+        validation(
+            on_create + devices,
+            f"{GPU_FRACTION_DEVICES_ANNOTATION} is above this team's limit",
+            f"'{GPU_FRACTION_DEVICES_ANNOTATION} ' + variables.fractionDevices + ' is above this team\\'s limit of ' "
+            "+ variables.maxFractionDevices + ': each device a fraction touches is closed to whole-GPU jobs'",
+        ),
+        validation(
+            f"{on_create}variables.sharedConfigMap == '' || variables.prefixValid",
+            f"runai/shared-gpu-configmap must be a ConfigMap name that ends in {SHARED_GPU_CONFIGMAP_SUFFIX}",
+        ),
+        validation(
+            f"{on_create}!variables.fraction || variables.preparedByKai",
+            "KAI Scheduler is not ready yet: its webhook has not prepared this GPU-fraction pod; "
+            "it is retried and runs once KAI serves",
+        ),
+    ]
+
+
+def kai_validations() -> list[dict[str, Any]]:
+    return [*_priority_validations(), *_bookkeeping_validations(), *_fraction_validations()]

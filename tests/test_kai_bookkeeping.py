@@ -1,0 +1,455 @@
+"""KAI's bookkeeping belongs to KAI: priorities teams choose, honest fractions, fractions that wait for KAI.
+
+Every pod here starts as a team writes it inside its vCluster, goes through the syncer
+(tests/vcluster_syncer.py), then the host's admission as the API server runs it
+(tests/tenant_pods.py: the stack's own policies, KAI's webhook when it serves), and,
+where it matters, KAI's pod-grouper (tests/kai_podgrouper.py). Each rule has an attack
+that is refused; KAI's own updates and ordinary workloads are admitted.
+"""
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness import ProgramRun, dev_settings, run_main
+from tests.admission import Request
+from tests.kai_podgrouper import pod_group
+from tests.tenant_pods import (
+    BINDER,
+    POD_GROUPER,
+    SYNCER,
+    Json,
+    admit,
+    as_team,
+    create,
+    mode,
+    namespace,
+    stored,
+    update,
+)
+from tests.vcluster_syncer import edit_to_host, to_host
+
+CUDA = "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04"
+TEAM = "team-nlp"
+
+
+@pytest.fixture(scope="module", params=["mutate", "validate"])
+def program(request: pytest.FixtureRequest) -> ProgramRun:
+    config = dev_settings()
+    config["vcluster"] = {"admission": request.param}
+    return run_main(config)
+
+
+@pytest.fixture(scope="module")
+def dev_run() -> ProgramRun:
+    return run_main(dev_settings())
+
+
+def virtual(
+    name: str = "job",
+    *,
+    labels: Json | None = None,
+    annotations: Json | None = None,
+    containers: list[Json] | None = None,
+    **spec: Any,
+) -> Json:
+    """A pod as the team creates it in its vCluster (namespace default)."""
+    metadata: Json = {"name": name, "namespace": "default", "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"metadata": metadata, "spec": {"containers": containers or [{"name": "main", "image": "busybox"}], **spec}}
+
+
+def synced(run: ProgramRun, pod: Json, team: str = TEAM) -> Json:
+    """The host pod the syncer creates, as a team of this admission mode writes it."""
+    return as_team(mode(run), to_host(pod, vcluster=team))
+
+
+def gpu(count: int = 1) -> Json:
+    return {"limits": {"nvidia.com/gpu": str(count)}}
+
+
+# --- ordinary workloads -------------------------------------------------------------------------------
+
+WORKLOADS: dict[str, Json] = {
+    "ddp-job-worker": virtual(
+        "bert-worker-1",
+        labels={"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker"},
+        containers=[
+            {
+                "name": "pytorch",
+                "image": "nvcr.io/nvidia/pytorch:25.10-py3",
+                "env": [{"name": "MASTER_ADDR", "value": "bert-master-0"}, {"name": "WORLD_SIZE", "value": "4"}],
+                "resources": gpu(),
+            }
+        ],
+    ),
+    "fraction-with-a-memory-request": virtual(
+        "embed", annotations={"gpu-memory": "4096"}, containers=[{"name": "main", "image": CUDA}]
+    ),
+    "vllm-deployment": virtual(
+        "vllm-7d9f8-x2k4p",
+        labels={"app": "vllm", "pod-template-hash": "7d9f8", "priorityClassName": "inference"},
+        containers=[
+            {
+                "name": "vllm",
+                "image": "vllm/vllm-openai:v0.11.0",
+                "args": ["--model", "Qwen/Qwen3-8B"],
+                "resources": gpu(),
+                "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+            }
+        ],
+        volumes=[{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}}],
+    ),
+    "jupyter-notebook": virtual(
+        "notebook-0",
+        labels={"app": "jupyter", "priorityClassName": "build-preemptible"},
+        annotations={"gpu-fraction": "0.25"},
+        containers=[{"name": "notebook", "image": "quay.io/jupyter/pytorch-notebook:cuda12-latest"}],
+    ),
+    "ray-head": virtual(
+        "rc-head-abcde",
+        labels={"ray.io/cluster": "rc", "ray.io/node-type": "head"},
+        containers=[{"name": "ray-head", "image": "rayproject/ray:2.50.0"}],
+    ),
+    "ray-gpu-worker": virtual(
+        "rc-gpu-worker-fghij",
+        labels={"ray.io/cluster": "rc", "ray.io/node-type": "worker"},
+        containers=[{"name": "ray-worker", "image": "rayproject/ray:2.50.0-gpu", "resources": gpu()}],
+    ),
+    "non-preemptible-training": virtual(
+        "finetune",
+        labels={"kai.scheduler/preemptibility": "non-preemptible"},
+        containers=[{"name": "m", "image": CUDA}],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_ordinary_workloads_are_admitted(program: ProgramRun, name: str) -> None:
+    assert create(program, synced(program, WORKLOADS[name])) == []
+
+
+def test_kubectl_debug_with_void_is_admitted(dev_run: ProgramRun) -> None:
+    existing = stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))
+    debugged = copy.deepcopy(existing)
+    debugged["spec"]["ephemeralContainers"] = [
+        {"name": "debugger-x7", "image": "busybox", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}
+    ]
+    assert update(dev_run, existing, debugged, sub_resource="ephemeralcontainers") == []
+
+
+# --- KAI's own updates ------------------------------------------------------------------------------
+
+
+def _grouped(pod: Json) -> Json:
+    """What the pod-grouper's merge patch leaves: pod-group-name (and a subgroup, for a gang)."""
+    patched = copy.deepcopy(pod)
+    patched["metadata"].setdefault("annotations", {})["pod-group-name"] = "pg-notebook-0-x-default-x-team-nlp-3f1c9a52"
+    return patched
+
+
+def _bound(pod: Json, *, multi: bool = False) -> Json:
+    """What the binder's merge patches leave on a fraction it binds."""
+    patched = copy.deepcopy(pod)
+    group = "0a3c5b58-52d0-4c6e-a4be-2c54e8a1b3f0"
+    patched["metadata"]["labels"][f"runai-gpu-group/{group}" if multi else "runai-gpu-group"] = group
+    patched["metadata"]["annotations"]["received-resource-type"] = "Fraction"
+    return patched
+
+
+def test_kais_pod_grouper_and_binder_do_their_bookkeeping(dev_run: ProgramRun) -> None:
+    created = stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))
+    grouped = _grouped(created)
+    assert update(dev_run, created, grouped, user=POD_GROUPER) == []
+    with_subgroup = copy.deepcopy(grouped)
+    with_subgroup["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "workers"
+    assert update(dev_run, grouped, with_subgroup, user=POD_GROUPER) == []
+    bound = _bound(grouped)
+    assert update(dev_run, grouped, bound, user=BINDER) == []
+    assert update(dev_run, grouped, _bound(grouped, multi=True), user=BINDER) == []
+    # A failed bind: the binder takes its GPU-group labels back.
+    assert update(dev_run, bound, grouped, user=BINDER) == []
+
+
+def test_the_syncer_carries_a_teams_ordinary_edits_past_kais_keys(dev_run: ProgramRun) -> None:
+    team_pod = WORKLOADS["jupyter-notebook"]
+    host = _bound(_grouped(stored(dev_run, synced(dev_run, team_pod))))
+    edited = copy.deepcopy(team_pod)
+    edited["metadata"]["labels"]["owner"] = "alice"
+    edited["metadata"]["annotations"]["note"] = "re-run with a larger batch"
+    assert update(dev_run, host, edit_to_host(host, team_pod, edited, vcluster=TEAM)) == []
+
+
+# --- a team cannot write KAI's keys ----------------------------------------------------------------------
+
+ON_CREATE: dict[str, tuple[Json, Json, str]] = {
+    # name: (labels, annotations, what the refusal names)
+    "names-a-pod-group": ({}, {"pod-group-name": "pg-other-teams-job-5d1e"}, "pod-group-name"),
+    "skips-the-pod-grouper": ({}, {"kai.scheduler/skip-podgrouper": "true"}, "kai.scheduler/skip-podgrouper"),
+    "picks-a-subgroup": ({"kai.scheduler/subgroup-name": "leaders"}, {}, "kai.scheduler/subgroup-name"),
+    "pins-a-gpu-group": ({"runai-gpu-group": "0a3c5b58"}, {}, "runai-gpu-group"),
+    "pins-a-multi-device-gpu-group": ({"runai-gpu-group/0a3c5b58": "0a3c5b58"}, {}, "runai-gpu-group"),
+    "claims-a-received-share": ({}, {"received-resource-type": "Regular"}, "received-resource-type"),
+    "poses-as-a-reservation-pod": ({"app": "kai-resource-reservation"}, {}, "app=kai-resource-reservation"),
+    "poses-as-a-scaling-pod": ({"app": "scaling-pod"}, {}, "app=scaling-pod"),
+}
+
+
+@pytest.mark.parametrize("name", ON_CREATE)
+def test_a_team_cannot_create_a_pod_with_kais_keys(program: ProgramRun, name: str) -> None:
+    labels, annotations, reason = ON_CREATE[name]
+    team_pod = virtual(
+        labels=labels, annotations=annotations, containers=[{"name": "m", "image": CUDA, "resources": gpu()}]
+    )
+    denials = create(program, synced(program, team_pod))
+    assert any(reason in denial for denial in denials), denials
+
+
+def _drop_gpu_group(pod: Json) -> None:
+    pod["metadata"]["labels"].pop("runai-gpu-group")
+
+
+def _repoint_pod_group(pod: Json) -> None:
+    pod["metadata"]["annotations"]["pod-group-name"] = "pg-another-teams-gang"
+
+
+def _set(kind: str, key: str, value: str) -> Callable[[Json], None]:
+    def change(pod: Json) -> None:
+        pod["metadata"].setdefault(kind, {})[key] = value
+
+    return change
+
+
+ON_UPDATE: dict[str, tuple[Callable[[Json], None], str, str]] = {
+    # name: (the change, who sends it, what the refusal names)
+    "team-drops-the-gpu-group-of-a-running-fraction": (_drop_gpu_group, SYNCER, "runai-gpu-group"),
+    "team-repoints-its-pod-group": (_repoint_pod_group, SYNCER, "pod-group-name"),
+    "team-adds-skip-podgrouper": (
+        _set("annotations", "kai.scheduler/skip-podgrouper", "true"),
+        SYNCER,
+        "skip-podgrouper",
+    ),
+    "team-adds-a-subgroup": (_set("labels", "kai.scheduler/subgroup-name", "x"), SYNCER, "subgroup-name"),
+    "team-changes-the-received-share": (
+        _set("annotations", "received-resource-type", "Regular"),
+        SYNCER,
+        "received-resource-type",
+    ),
+    "team-copies-another-gpu-group": (_set("labels", "runai-gpu-group", "5e2f"), SYNCER, "runai-gpu-group"),
+    "pod-grouper-moves-a-grouped-pod": (_repoint_pod_group, POD_GROUPER, "pod-group-name"),
+    "binder-writes-the-pod-group": (_repoint_pod_group, BINDER, "pod-group-name"),
+    "pod-grouper-writes-a-gpu-group": (_set("labels", "runai-gpu-group", "5e2f"), POD_GROUPER, "runai-gpu-group"),
+    "team-poses-as-a-reservation-pod": (_set("labels", "app", "kai-resource-reservation"), SYNCER, "app=kai"),
+}
+
+
+@pytest.mark.parametrize("name", ON_UPDATE)
+def test_only_kais_own_component_changes_its_keys(dev_run: ProgramRun, name: str) -> None:
+    change, user, reason = ON_UPDATE[name]
+    existing = _bound(_grouped(stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))))
+    changed = copy.deepcopy(existing)
+    change(changed)
+    denials = update(dev_run, existing, changed, user=user)
+    assert any(reason in denial for denial in denials), denials
+
+
+def test_a_team_that_deletes_a_key_kai_copied_back_is_refused_through_the_syncer(dev_run: ProgramRun) -> None:
+    """The syncer copies KAI's host-side keys into the team's pod; deleting one there becomes a host patch."""
+    host = _bound(_grouped(stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))))
+    copied_back = copy.deepcopy(WORKLOADS["jupyter-notebook"])
+    copied_back["metadata"]["labels"]["runai-gpu-group"] = host["metadata"]["labels"]["runai-gpu-group"]
+    deleted = copy.deepcopy(copied_back)
+    deleted["metadata"]["labels"].pop("runai-gpu-group")
+    denials = update(dev_run, host, edit_to_host(host, copied_back, deleted, vcluster=TEAM))
+    assert any("runai-gpu-group" in denial for denial in denials), denials
+
+
+# --- priorities a team chooses ------------------------------------------------------------------------
+
+
+def _run_with(**tenant: Any) -> ProgramRun:
+    config = dev_settings()
+    config["tenants"][0].update(tenant)
+    return run_main(config)
+
+
+@pytest.mark.parametrize(
+    ("labels", "refusal"),
+    [
+        ({"priorityClassName": "inference"}, None),
+        ({"priorityClassName": "train", "kai.scheduler/preemptibility": "non-preemptible"}, None),
+        ({"priorityClassName": "system-node-critical"}, "system-node-critical is not one of"),
+        ({"priorityClassName": "system-cluster-critical"}, "system-cluster-critical is not one of"),
+        ({"priorityClassName": "gold"}, "gold is not one of"),
+        ({"kai.scheduler/preemptibility": "never"}, "may only be preemptible or non-preemptible"),
+    ],
+    ids=["kai-class", "non-preemptible-train", "system-node", "system-cluster", "unknown", "bad-preemptibility"],
+)
+def test_a_team_chooses_only_its_priority_classes(program: ProgramRun, labels: Json, refusal: str | None) -> None:
+    denials = create(program, synced(program, virtual(labels=labels)))
+    assert denials == [] if refusal is None else any(refusal in denial for denial in denials), denials
+
+
+def test_a_tenants_allowlist_replaces_kais_classes() -> None:
+    run = _run_with(priorityClasses=["train", "inference"])
+    assert create(run, synced(run, virtual(labels={"priorityClassName": "inference"}))) == []
+    denials = create(run, synced(run, virtual(labels={"priorityClassName": "build"})))
+    assert any("(train,inference)" in denial for denial in denials), denials
+
+
+def test_a_team_cannot_raise_its_priority_after_creation(dev_run: ProgramRun) -> None:
+    existing = stored(dev_run, synced(dev_run, virtual(labels={"priorityClassName": "train"})))
+    raised = copy.deepcopy(existing)
+    raised["metadata"]["labels"]["priorityClassName"] = "system-node-critical"
+    assert any("system-node-critical" in denial for denial in update(dev_run, existing, raised))
+
+
+@pytest.mark.parametrize(
+    ("labels", "priority_class", "preemptible"),
+    [
+        ({"app": "vllm", "priorityClassName": "inference"}, "inference", False),
+        ({"app": "batch"}, "train", True),
+        ({"priorityClassName": "build-preemptible"}, "build-preemptible", True),
+        ({"priorityClassName": "train", "kai.scheduler/preemptibility": "non-preemptible"}, "train", False),
+        ({"priorityClassName": "inference", "kai.scheduler/preemptibility": "preemptible"}, "inference", True),
+    ],
+    ids=["inference-deployment", "unlabelled-is-train", "build-preemptible", "train-held", "inference-yielding"],
+)
+def test_a_teams_choice_reaches_kais_pod_group(
+    dev_run: ProgramRun, labels: Json, priority_class: str, preemptible: bool
+) -> None:
+    """The Deployment's pod (priorityClassName cleared by the syncer) keeps its label; KAI groups by it."""
+    team_pod = virtual("server-7d9f8-x2k4p", labels=labels, priorityClassName="high-priority")
+    host = stored(dev_run, synced(dev_run, team_pod))
+    assert "priorityClassName" not in host["spec"]
+    group = pod_group(host)
+    assert group is not None
+    assert (group.queue, group.priority_class, group.preemptible) == (TEAM, priority_class, preemptible)
+
+
+# --- honest fractions -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "refusal"),
+    [
+        ({"gpu-fraction": "0.05"}, None),
+        ({"gpu-fraction": "0.001"}, "gpu-fraction 0.001 is below this team's minimum of 0.05"),
+        ({"gpu-fraction": "1e-3"}, "gpu-fraction 1e-3 is below"),
+        ({"gpu-memory": "256"}, None),
+        ({"gpu-memory": "1"}, "gpu-memory 1 is below this team's minimum of 256"),
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1"}, None),
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "8"}, "gpu-fraction-num-devices 8 is above"),
+        ({"gpu-fraction": "0.5", "runai/shared-gpu-configmap": "gpus"}, "must be a ConfigMap name that ends in"),
+    ],
+    ids=["floor", "a-thousandth", "exponent", "memory-floor", "a-mebibyte", "one-device", "eight-devices", "prefix"],
+)
+def test_a_fraction_is_honest(program: ProgramRun, annotations: Json, refusal: str | None) -> None:
+    denials = create(
+        program, synced(program, virtual(annotations=annotations, containers=[{"name": "m", "image": CUDA}]))
+    )
+    assert denials == [] if refusal is None else any(refusal in denial for denial in denials), denials
+
+
+def test_a_tenants_floor_and_device_limit_override_the_platforms() -> None:
+    run = _run_with(minGpuFraction=0.25, maxFractionDevices=2)
+    low = virtual(annotations={"gpu-fraction": "0.1"}, containers=[{"name": "m", "image": CUDA}])
+    assert any("minimum of 0.25" in denial for denial in create(run, synced(run, low)))
+    wide = virtual(
+        annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}, containers=[{"name": "m", "image": CUDA}]
+    )
+    assert create(run, synced(run, wide)) == []
+    other = namespace(run, "team-vision")
+    assert admit(run, Request(object=synced(run, low, "team-vision"), namespace=other, user=SYNCER)) == []
+
+
+def _devices_from(configmap: str) -> Json:
+    return {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": configmap, "key": "NVIDIA_VISIBLE_DEVICES"}},
+    }
+
+
+def _premade(prefix: str, sidecar_configmap: str) -> Json:
+    """A fraction pod a team prepares exactly as KAI's webhook would (KAI keeps a prefix it is given), plus a
+    sidecar that reads its devices from `sidecar_configmap`."""
+    main = {"name": "main", "image": CUDA, "env": [_devices_from(f"{prefix}-0")]}
+    main["envFrom"] = [{"configMapRef": {"name": f"{prefix}-0-evar"}}]
+    sidecar = {"name": "sidecar", "image": CUDA, "env": [_devices_from(sidecar_configmap)]}
+    return virtual(
+        annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": prefix},
+        containers=[main, sidecar],
+        schedulerName="kai-scheduler",
+        runtimeClassName="nvidia",
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "sidecar_configmap", "refused"),
+    [
+        ("gpus-x-shared-gpu", "gpus-x-shared-gpu-0-x-default-x-team-nlp", True),
+        ("gpus-x-shared-gpu", "gpus-x-shared-gpu-0-evar", True),
+        ("gpus-x-shared-gpu", "other-x-shared-gpu-0", True),
+        # A dot in the prefix is a literal, not "any character": job.v1 may not read jobXv1's devices.
+        ("job.v1-x-shared-gpu", "jobXv1-x-shared-gpu-0", True),
+        ("gpus-x-shared-gpu", "gpus-x-shared-gpu-1", False),
+        ("job.v1-x-shared-gpu", "job.v1-x-shared-gpu-1", False),
+    ],
+    ids=[
+        "a-configmap-the-team-synced",
+        "the-evar-map",
+        "another-pods-map",
+        "a-dot-is-no-wildcard",
+        "own",
+        "own-dotted",
+    ],
+)
+def test_devices_come_only_from_the_pods_own_kai_configmaps(
+    dev_run: ProgramRun, prefix: str, sidecar_configmap: str, refused: bool
+) -> None:
+    """Evaluated without KAI's webhook, whose deviceaccess would otherwise overwrite the sidecar's value."""
+    denials = create(dev_run, synced(dev_run, _premade(prefix, sidecar_configmap)), kai_serves=False)
+    assert bool(denials) == refused, denials
+    if refused:
+        assert any("own <runai/shared-gpu-configmap>-<n>" in denial for denial in denials), denials
+
+
+def test_a_debug_container_cannot_read_a_fractions_devices(dev_run: ProgramRun) -> None:
+    existing = stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))
+    prefix = existing["metadata"]["annotations"]["runai/shared-gpu-configmap"]
+    debugged = copy.deepcopy(existing)
+    ref = {"configMapKeyRef": {"name": f"{prefix}-0", "key": "NVIDIA_VISIBLE_DEVICES"}}
+    debugged["spec"]["ephemeralContainers"] = [
+        {"name": "debugger-x7", "image": CUDA, "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": ref}]}
+    ]
+    denials = update(dev_run, existing, debugged, sub_resource="ephemeralcontainers")
+    assert any("debug (ephemeral) container" in denial for denial in denials), denials
+
+
+# --- fractions wait for KAI ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["fraction-with-a-memory-request", "jupyter-notebook"])
+def test_a_fraction_that_arrives_before_kai_waits_for_it(program: ProgramRun, name: str) -> None:
+    """Refused (the syncer retries) while KAI's webhook is not serving; admitted as KAI prepares it once it is."""
+    team_pod = synced(program, WORKLOADS[name])
+    denials = create(program, team_pod, kai_serves=False)
+    assert any("KAI Scheduler is not ready yet" in denial for denial in denials), denials
+    assert create(program, team_pod, kai_serves=True) == []
+
+
+def test_whole_gpus_and_cpu_pods_do_not_wait_for_kais_webhook(program: ProgramRun) -> None:
+    for name in ("ddp-job-worker", "vllm-deployment", "ray-head"):
+        assert create(program, synced(program, WORKLOADS[name]), kai_serves=False) == [], name
+
+
+def test_a_namespace_the_platform_has_not_annotated_yet_refuses_what_it_cannot_check(dev_run: ProgramRun) -> None:
+    bare = namespace(dev_run, TEAM)
+    bare["metadata"].pop("annotations")
+    fraction = Request(object=synced(dev_run, WORKLOADS["jupyter-notebook"]), namespace=bare, user=SYNCER)
+    assert any("below this team's minimum" in denial for denial in admit(dev_run, fraction))
+    plain = Request(object=synced(dev_run, WORKLOADS["ray-head"]), namespace=bare, user=SYNCER)
+    assert admit(dev_run, plain) == []
