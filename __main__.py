@@ -4,6 +4,7 @@ from functools import partial
 
 import pulumi
 
+from components.gang_controller import GANG_CONTROLLER_USER, GangController, GangControllerArgs
 from components.gpu_host import GpuHost, GpuHostArgs, installed_operator_runs_cdi
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
@@ -70,6 +71,7 @@ admission = (
         TenantAdmissionArgs(
             settings=settings.vcluster,
             kai_namespace=settings.kai_scheduler.namespace,
+            gang_controller_user=GANG_CONTROLLER_USER,
         ),
         opts=on_host,
     ).ready
@@ -97,6 +99,11 @@ tenants = {
     )
     for tenant in settings.tenants
 }
+if tenants:
+    # KAI's PodGroups for the gangs teams start, written only in the tenants' namespaces.
+    GangController(
+        "gangs", GangControllerArgs(tenant_namespaces={name: t.namespace for name, t in tenants.items()}), opts=on_host
+    )
 
 if settings.observability.enabled:
     observability = Observability(

@@ -20,7 +20,15 @@ MIN_KUBECTL_MINOR = 31
 # The gates wait with `kubectl wait --for=create`, new in kubectl 1.31: kubernetes/kubectl
 # pkg/cmd/wait/wait.go @v0.31.0.
 
-IMAGE_PROGRAMS: dict[str, frozenset[str]] = {KUBECTL_IMAGE: frozenset({KUBECTL})}
+PYTHON_IMAGE = "docker.io/library/python"
+PYTHON_IMAGE_REF = f"{PYTHON_IMAGE}:3.13-slim@sha256:9662417aace5ae7b8e2609cce472b72a8958e134ba372808abe9cc1a0c0125e6"
+PYTHON = "/usr/local/bin/python3"
+# The official image, Python 3.13.14 on debian:trixie-slim, pinned by its multi-platform index (amd64, arm64 and
+# six more), built 2026-08-05: docker-library/repo-info repos/python/remote/3.13-slim.md @2986dca3. Python is
+# built into /usr/local (python3 links python3.13), nothing else is installed, and no USER is set: it runs as
+# root unless the pod says otherwise; Debian's `nobody` is 65534: docker-library/python 3.13/slim-trixie/Dockerfile.
+
+IMAGE_PROGRAMS: dict[str, frozenset[str]] = {KUBECTL_IMAGE: frozenset({KUBECTL}), PYTHON_IMAGE: frozenset({PYTHON})}
 """Every image a container of this program runs, with the only programs it ships."""
 
 # Name and label length limits are in config/names.py.
@@ -206,12 +214,53 @@ MICROK8S_OBSERVABILITY_RELEASE = "kube-prom-stack"
 # whose Prometheus selects ServiceMonitors labelled release=kube-prom-stack (serviceMonitorSelectorNilUsesHelmValues):
 # canonical/microk8s-core-addons addons/observability/enable @f689811.
 
+POD_GROUP_API = ("scheduling.run.ai/v2alpha2", "PodGroup")
+# KAI's gang: a namespaced PodGroup whose spec.minMember pods start together or not at all, in spec.queue, at
+# spec.priorityClassName and spec.preemptibility (the scheduler reads these, not labels); no spec field is
+# required, and minMember is at least 1: pkg/apis/scheduling/v2alpha2/podgroup_types.go,
+# deployments/kai-scheduler/crds/scheduling.run.ai_podgroups.yaml, pkg/scheduler/api/podgroup_info/job_info.go
+# @v0.16.8. A pod with pod-group-name and no owner is left to whoever makes that PodGroup: the pod-grouper skips
+# it and the scheduler ignores it, with no event, until the PodGroup exists (docs/batch/README.md "External
+# PodGroups", docs/developer/designs/external-podgroups). KAI deletes no PodGroup itself; it writes only a
+# PodGroup's status (the scheduler's schedulingConditions[].reasons[], per node pool, transitionID counting up)
+# and the scheduler's annotations: pkg/scheduler/cache/status_updater @v0.16.8.
+# The scheduler joins pods to a PodGroup by the annotation's value alone, across namespaces
+# (pkg/scheduler/cache/cluster_info/cluster_info.go, indexers.go @v0.16.8, fixed upstream after v0.17.0 by #2095),
+# so a PodGroup name must be unique in the cluster. KAI writes the name into no label, so a name may be as long
+# as an object name (253). The pod-grouper names a pod's own group pg-<pod>-<uid>, except for a pod labelled
+# spark-app-name and spark-app-selector, whose group it names after the latter:
+# pkg/podgrouper/podgrouper/plugins/podjob/podjob.go, plugins/spark/spark.go @v0.16.8.
+SPARK_GROUPER_LABELS = ("spark-app-name", "spark-app-selector")
+KAI_SCHEDULER_USER = "system:serviceaccount:{namespace}:scheduler"
+# The scheduler annotates any PodGroup (stale and last-start timestamps) as ServiceAccount scheduler:
+# pkg/scheduler/cache/status_updater/concurrency.go, pkg/operator/operands/scheduler @v0.16.8.
+
+GANG_KEY_LABELS = (
+    "gpu-tenancy/gang",
+    "jobset.sigs.k8s.io/jobset-uid",
+    "leaderworkerset.sigs.k8s.io/group-key",
+    "training.kubeflow.org/job-name",
+    "ray.io/cluster",
+    "batch.kubernetes.io/controller-uid",
+)
+# The label every pod of one job shares, first found wins: ours, for anything else; JobSet's (TrainJob runs as a
+# JobSet) on every pod it makes: kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go @v0.12.0,
+# kubeflow/trainer @v2.3.0; LeaderWorkerSet's per group, sha1 of <namespace>/<leader pod>, with the group's size
+# in the annotation below: kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go @v0.10.0;
+# the training operator's (PyTorchJob): kubeflow/training-operator pkg/controller.v1/common @v1.9.0;
+# KubeRay's: ray-project/kuberay ray-operator/controllers/ray/utils/constant.go @v1.7.0; the batch Job's,
+# which the API server adds to every Job's template: kubernetes/api batch/v1/types.go @v0.36.3.
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+
 # --- vCluster (chart 0.35.1) ---------------------------------------------------------------------
 
 VCLUSTER_CHART = "vcluster"
 SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
-# Set to the vCluster's name on every object its syncer creates on the host:
-# loft-sh/vcluster pkg/util/translate/types.go (MarkerLabel), labels.go @v0.35.1.
+VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
+# Set to the vCluster's name, and to the object's virtual namespace, on every object its syncer creates on the
+# host; a team's own label of either name is renamed to vcluster.loft.sh/label-<vcluster>-x-<hash>, so the
+# host's values are the syncer's: loft-sh/vcluster pkg/util/translate/types.go (MarkerLabel, NamespaceLabel),
+# labels.go HostLabelsMap, single_namespace.go LabelsToTranslate @v0.35.1.
 KUBECONFIG_SECRET_PREFIX = "vc-"
 KUBECONFIG_SECRET_KEY = "config"
 # The control plane writes vc-<name> (key config) with CreateOrPatch in a goroutine after it is Ready, so

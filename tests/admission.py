@@ -12,7 +12,7 @@ those build plain maps, which are merged into the object as server-side apply
 merges maps and replaces scalars.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,12 +102,17 @@ def _selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, s
 
 
 def _rule_matches(rule: Mapping[str, Any], request: Request) -> bool:
+    """A resource rule; '*' matches any group, version, operation or (sub)resource name."""
     resource = f"{request.resource}/{request.sub_resource}" if request.sub_resource else request.resource
+
+    def has(key: str, wanted: str) -> bool:
+        return wanted in rule[key] or "*" in rule[key]
+
     return (
-        request.api_group in rule["apiGroups"]
-        and request.api_version in rule["apiVersions"]
-        and (request.operation in rule["operations"] or "*" in rule["operations"])
-        and resource in rule["resources"]
+        has("apiGroups", request.api_group)
+        and has("apiVersions", request.api_version)
+        and has("operations", request.operation)
+        and has("resources", resource)
     )
 
 
@@ -132,13 +137,22 @@ class Decision:
     variables: dict[str, Any] = field(default_factory=dict)
 
 
-def _applies(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> dict[str, Any] | None:
-    """The activation when binding and policy match the request and every match condition holds."""
+def _matched(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> bool:
     if not _matches(binding.get("matchResources"), request) or not _matches(policy.get("matchConstraints"), request):
+        return False
+    activation = request.activation()
+    return all(_evaluate(c["expression"], activation) for c in policy.get("matchConditions", []))
+
+
+def _applies(
+    policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request, param: Json | None = None
+) -> dict[str, Any] | None:
+    """The activation when binding and policy match the request and every match condition holds."""
+    if not _matched(policy, binding, request):
         return None
     activation = request.activation()
-    if not all(_evaluate(c["expression"], activation) for c in policy.get("matchConditions", [])):
-        return None
+    if param is not None:
+        activation["params"] = json_to_cel(param)
     variables = celtypes.MapType()
     for variable in policy.get("variables", []):
         variables[celtypes.StringType(variable["name"])] = _evaluate(
@@ -148,9 +162,36 @@ def _applies(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Req
     return activation
 
 
-def validate(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> list[str] | None:
-    """The messages of the validations a request fails, or None when the policy does not apply."""
-    activation = _applies(policy, binding, request)
+def validate(
+    policy: Mapping[str, Any],
+    binding: Mapping[str, Any],
+    request: Request,
+    params: Sequence[Json] | None = (),
+) -> list[str] | None:
+    """The messages of the validations a request fails, or None when the policy does not apply.
+
+    For a policy with a paramKind, `params` are the objects its binding's paramRef selects (in the
+    request's namespace); None means the kind is not served, which refuses a matched request under
+    failurePolicy Fail; none found is parameterNotFoundAction's call (apiserver
+    pkg/admission/plugin/policy/generic/policy_dispatcher.go @v0.36.0).
+    """
+    if "paramKind" not in policy:
+        return _validate_once(policy, binding, request, None)
+    if not _matched(policy, binding, request):
+        return None
+    if params is None:
+        assert policy.get("failurePolicy") == "Fail"
+        return [f"{policy['paramKind']['kind']} is not served: the policy cannot find its params"]
+    if not params:
+        action = binding["paramRef"].get("parameterNotFoundAction", "Deny")
+        return [] if action == "Allow" else ["no params found"]
+    return [denial for param in params for denial in _validate_once(policy, binding, request, param) or []]
+
+
+def _validate_once(
+    policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request, param: Json | None
+) -> list[str] | None:
+    activation = _applies(policy, binding, request, param)
     if activation is None:
         return None
     assert binding.get("validationActions") == ["Deny"], "a failed validation must refuse the request"

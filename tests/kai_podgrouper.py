@@ -62,3 +62,36 @@ def pod_group(pod: Mapping[str, Any], classes: Mapping[str, int] = KAI_PRIORITY_
         priority_class=priority_class,
         preemptible=preemptible,
     )
+
+
+@dataclass(frozen=True)
+class GangStart:
+    queue: str
+    priority_class: str
+    min_member: int
+    members: tuple[str, ...]
+    starts: bool
+
+
+def gang_starts(pods: list[dict[str, Any]], pod_groups: list[dict[str, Any]]) -> dict[str, GangStart]:
+    """What KAI's scheduler makes of pods that name a PodGroup, per PodGroup name.
+
+    Modelled on pkg/scheduler/cache/cluster_info/cluster_info.go snapshotPodGroups and indexers.go
+    @v0.16.8: PodGroups are keyed by name alone and pods are joined to them by their annotation's
+    value, across namespaces; a pod whose PodGroup does not exist is ignored (it waits, unscheduled);
+    a group starts only when at least minMember of its pods can start, all together.
+    """
+    members: dict[str, list[str]] = {}
+    for pod in pods:
+        group = (pod["metadata"].get("annotations") or {}).get(POD_GROUP_ANNOTATION)
+        if group:
+            members.setdefault(group, []).append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+    found = {}
+    for group in pod_groups:
+        name, spec = group["metadata"]["name"], group["spec"]
+        joined = tuple(sorted(members.get(name, [])))
+        minimum = max(int(spec.get("minMember", 1)), 1)
+        found[name] = GangStart(
+            spec.get("queue", ""), spec.get("priorityClassName", ""), minimum, joined, len(joined) >= minimum
+        )
+    return found

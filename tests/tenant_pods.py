@@ -54,9 +54,13 @@ def namespace(run: ProgramRun, team: str) -> Json:
     return {"metadata": metadata}
 
 
-def admitted(run: ProgramRun, request: Request, *, kai_serves: bool = True) -> tuple[Json, list[str]]:
+def admitted(
+    run: ProgramRun, request: Request, *, kai_serves: bool = True, pod_groups: list[Json] | None = None
+) -> tuple[Json, list[str]]:
     """Run the request through the stack's policies (and KAI's webhook, when it serves): the object as
-    stored, and every denial."""
+    stored, and every denial. `pod_groups` are the gang controller's PodGroups in the namespace (the
+    consistency policy's params); by default none exist yet, or, without KAI, none can."""
+    params: list[Json] | None = pod_groups if pod_groups is not None else ([] if kai_serves else None)
     found = policies(run)
     obj = request.object
     if request.operation == "CREATE" and request.resource == "pods":
@@ -68,12 +72,14 @@ def admitted(run: ProgramRun, request: Request, *, kai_serves: bool = True) -> t
     denials: list[str] = []
     for key, (spec, binding) in found.items():
         if key.startswith("ValidatingAdmissionPolicy/"):
-            denials += validate(spec, binding, final) or []
+            denials += validate(spec, binding, final, params) or []
     return obj, denials
 
 
-def admit(run: ProgramRun, request: Request, *, kai_serves: bool = True) -> list[str]:
-    return admitted(run, request, kai_serves=kai_serves)[1]
+def admit(
+    run: ProgramRun, request: Request, *, kai_serves: bool = True, pod_groups: list[Json] | None = None
+) -> list[str]:
+    return admitted(run, request, kai_serves=kai_serves, pod_groups=pod_groups)[1]
 
 
 def pod(
@@ -121,10 +127,17 @@ def as_team(mode: str, p: Json) -> Json:
     return p
 
 
-def create(run: ProgramRun, p: Json, ns: Json | None = None, *, kai_serves: bool = True) -> list[str]:
+def create(
+    run: ProgramRun,
+    p: Json,
+    ns: Json | None = None,
+    *,
+    kai_serves: bool = True,
+    pod_groups: list[Json] | None = None,
+) -> list[str]:
     """The denials the syncer's CREATE of `p` in team-nlp's namespace (or `ns`) meets."""
     request = Request(object=p, namespace=ns or namespace(run, "team-nlp"), user=SYNCER)
-    return admit(run, request, kai_serves=kai_serves)
+    return admit(run, request, kai_serves=kai_serves, pod_groups=pod_groups)
 
 
 def stored(run: ProgramRun, p: Json) -> Json:

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from components.gang_controller import GANG_CONTROLLER_USER, GangController, GangControllerArgs
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
 from components.observability import Observability, ObservabilityArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
@@ -44,7 +45,8 @@ def _queues(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
 
 
 def _admission(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
-    TenantAdmission("tenant-admission", TenantAdmissionArgs(settings.vcluster, "kai-scheduler"), opts=opts)
+    args = TenantAdmissionArgs(settings.vcluster, "kai-scheduler", GANG_CONTROLLER_USER)
+    TenantAdmission("tenant-admission", args, opts=opts)
 
 
 def _tenant(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
@@ -77,6 +79,11 @@ def _observability(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
     Observability("observability", args, opts=opts)
 
 
+def _gangs(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
+    args = GangControllerArgs({tenant.name: f"vcluster-{tenant.name}" for tenant in settings.tenants})
+    GangController("gangs", args, opts=opts)
+
+
 Build = Callable[[StackConfig, pulumi.ResourceOptions], None]
 COMPONENTS: dict[str, Build] = {
     "KaiScheduler": _kai,
@@ -84,6 +91,7 @@ COMPONENTS: dict[str, Build] = {
     "TenantAdmission": _admission,
     "VClusterTenant": _tenant,
     "Observability": _observability,
+    "GangController": _gangs,
 }
 OPTIONS: dict[str, Callable[[k8s.Provider], pulumi.ResourceOptions]] = {
     "provider": lambda provider: pulumi.ResourceOptions(provider=provider),

@@ -147,7 +147,8 @@ def test_kubectl_debug_with_void_is_admitted(dev_run: ProgramRun) -> None:
 def _grouped(pod: Json) -> Json:
     """What the pod-grouper's merge patch leaves: pod-group-name (and a subgroup, for a gang)."""
     patched = copy.deepcopy(pod)
-    patched["metadata"].setdefault("annotations", {})["pod-group-name"] = "pg-notebook-0-x-default-x-team-nlp-3f1c9a52"
+    meta = patched["metadata"]
+    meta.setdefault("annotations", {})["pod-group-name"] = f"pg-{meta['name']}-{meta['uid']}"
     return patched
 
 
@@ -195,6 +196,11 @@ ON_CREATE: dict[str, tuple[Json, Json, str]] = {
     "claims-a-received-share": ({}, {"received-resource-type": "Regular"}, "received-resource-type"),
     "poses-as-a-reservation-pod": ({"app": "kai-resource-reservation"}, {}, "app=kai-resource-reservation"),
     "poses-as-a-scaling-pod": ({"app": "scaling-pod"}, {}, "app=scaling-pod"),
+    "lets-kai-name-its-group-after-a-label": (
+        {"spark-app-name": "etl", "spark-app-selector": "team-vision.default.gang"},
+        {},
+        "spark-app-name and spark-app-selector",
+    ),
 }
 
 
@@ -210,6 +216,13 @@ def test_a_team_cannot_create_a_pod_with_kais_keys(program: ProgramRun, name: st
 
 def _drop_gpu_group(pod: Json) -> None:
     pod["metadata"]["labels"].pop("runai-gpu-group")
+
+
+def _name_group(group: str) -> Callable[[Json], None]:
+    def change(pod: Json) -> None:
+        pod["metadata"]["annotations"]["pod-group-name"] = group
+
+    return change
 
 
 def _repoint_pod_group(pod: Json) -> None:
@@ -254,6 +267,21 @@ def test_only_kais_own_component_changes_its_keys(dev_run: ProgramRun, name: str
     change(changed)
     denials = update(dev_run, existing, changed, user=user)
     assert any(reason in denial for denial in denials), denials
+
+
+@pytest.mark.parametrize(
+    ("group", "refused"),
+    [("team-vision.default.gang", True), ("pg-someone-else-3f1c", True), (None, False)],
+    ids=["a-spark-style-chosen-name", "another-pods-group", "the-pods-own-group"],
+)
+def test_the_pod_grouper_gives_a_pod_only_its_own_group(dev_run: ProgramRun, group: str | None, refused: bool) -> None:
+    """KAI's Spark grouper names a group after a label a team chooses; KAI joins groups by name across namespaces."""
+    created = stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))
+    grouped = _grouped(created) if group is None else copy.deepcopy(created)
+    if group is not None:
+        _name_group(group)(grouped)
+    denials = update(dev_run, created, grouped, user=POD_GROUPER)
+    assert bool(denials) == refused, denials
 
 
 def test_a_team_that_deletes_a_key_kai_copied_back_is_refused_through_the_syncer(dev_run: ProgramRun) -> None:

@@ -21,7 +21,14 @@ PACKAGES = sorted(path.parent for root in ("components", "config") for path in (
 
 
 def test_every_design_card_component_has_its_package() -> None:
-    assert COMPONENT_PACKAGES == ["gpu_host", "kai_scheduler", "observability", "queue_hierarchy", "vcluster_tenant"]
+    assert COMPONENT_PACKAGES == [
+        "gang_controller",
+        "gpu_host",
+        "kai_scheduler",
+        "observability",
+        "queue_hierarchy",
+        "vcluster_tenant",
+    ]
 
 
 def _imported_modules(path: Path) -> list[str]:

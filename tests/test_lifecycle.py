@@ -187,11 +187,11 @@ def test_each_setting_changes_only_what_it_governs(base: ProgramRun, path: str, 
     assert changed == expected
 
 
-def test_validate_only_admission_removes_just_the_pinning_policy(base: ProgramRun) -> None:
+def test_validate_only_admission_removes_just_the_mutating_policies(base: ProgramRun) -> None:
     added, removed, changed = _changed(base, _run(change=_set("vcluster.admission", "validate")))
     assert added == set()
-    assert removed == {"tenant-admission-pin-queue"}
-    assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for the pinning"
+    assert removed == {"tenant-admission-pin-queue", "tenant-admission-gang-names"}
+    assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for them"
 
 
 WORKER_STEPS = {"brev-instance", "brev-ssh", "preflight", "microk8s", "node", "join", "ready"}
@@ -229,7 +229,7 @@ def _team_resources(run: ProgramRun, team: str) -> set[str]:
     return {
         r.name
         for r in run.registrations
-        if not r.read and (r.name.startswith(f"{team}-") or r.name == f"queues-{team}")
+        if not r.read and (r.name.startswith(f"{team}-") or r.name in {f"queues-{team}", f"gangs-{team}"})
     }
 
 

@@ -107,7 +107,13 @@ GATE = "gpu-tenancy:index:Gate"
 def test_components_own_their_children(dev_run: ProgramRun) -> None:
     """Every resource sits under the component that made it; a gate's resources under its Gate, in turn."""
     by_urn = {r.urn: r for r in dev_run.registrations}
-    owners = {"host": "GpuHost", "kai": "KaiScheduler", "tenant": "TenantAdmission", "observability": "Observability"}
+    owners = {
+        "host": "GpuHost",
+        "kai": "KaiScheduler",
+        "tenant": "TenantAdmission",
+        "observability": "Observability",
+        "gangs": "GangController",
+    }
     gated = 0
     for registration in dev_run.registrations:
         if registration.type == QUEUE:

@@ -67,7 +67,7 @@ def test_ordinary_pods_are_admitted(program: ProgramRun, name: str) -> None:
 
 
 def test_pinning_gives_a_team_pod_its_queue_and_kai(dev_run: ProgramRun) -> None:
-    ((spec, binding),) = [v for k, v in policies(dev_run).items() if k.startswith("MutatingAdmissionPolicy/")]
+    spec, binding = policies(dev_run)["MutatingAdmissionPolicy/gpu-tenancy-tenant-pods"]
     pinned = mutate(spec, binding, Request(object=pod(), namespace=namespace(dev_run, "team-vision")))
     assert pinned is not None
     assert pinned["metadata"]["labels"]["kai.scheduler/queue"] == "team-vision"
@@ -275,8 +275,8 @@ def test_only_kais_binder_writes_a_fractions_gpu_list(dev_run: ProgramRun, name:
 
 def test_one_policy_serves_every_tenant(dev_run: ProgramRun) -> None:
     """No per-tenant copies: each tenant namespace is selected by its labels, and reads its queue from them."""
-    assert len(dev_run.of_type(VAP)) == 2
-    assert len(dev_run.of_type(MAP)) == 1
+    assert len(dev_run.of_type(VAP)) == 4
+    assert len(dev_run.of_type(MAP)) == 2
     for team in ("team-nlp", "team-vision", "team-recommender"):
         tenant_namespace = namespace(dev_run, team)
         stored, denials = admitted(dev_run, Request(object=pod(), namespace=tenant_namespace, user=SYNCER))

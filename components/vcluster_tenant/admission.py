@@ -6,13 +6,25 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.vcluster_tenant.gang_rules import (
+    CONSISTENCY_POLICY,
+    GANG_POLICY,
+    PODGROUP_POLICY,
+    consistency_binding,
+    consistency_policy_spec,
+    gang_name_policy_spec,
+    podgroup_policy_spec,
+)
 from components.vcluster_tenant.policies import (
     CONFIGMAP_POLICY,
     POD_POLICY,
+    SYNCED_WORKLOAD,
+    TENANT_NAMESPACES,
     binding_spec,
     gpu_configmap_policy_spec,
     pinning_policy_spec,
     pod_policy_spec,
+    pod_rules,
     policy_metadata,
 )
 from config.vcluster_tenant.tenants import VClusterConfig
@@ -22,7 +34,9 @@ from config.vcluster_tenant.tenants import VClusterConfig
 class TenantAdmissionArgs:
     settings: VClusterConfig
     kai_namespace: str
-    """Where KAI's binder runs: only it may write a GPU fraction's ConfigMaps."""
+    """Where KAI runs: only its binder writes a fraction's ConfigMaps, only its pod-grouper KAI's PodGroups."""
+    gang_controller_user: str
+    """The gang controller's username: with KAI's pod-grouper, the only maker of PodGroups in tenant namespaces."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -33,20 +47,43 @@ class TenantAdmission(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:TenantAdmission", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         configmaps = gpu_configmap_policy_spec(args.kai_namespace)
+        podgroups = podgroup_policy_spec(
+            TENANT_NAMESPACES, kai_namespace=args.kai_namespace, controller_user=args.gang_controller_user
+        )
+        gangs = consistency_policy_spec(pod_rules("CREATE"), SYNCED_WORKLOAD)
         self.ready = [
             self._policy(f"{name}-pods", POD_POLICY, pod_policy_spec(args.kai_namespace), validating=True, opts=child),
             self._policy(f"{name}-gpu-configmaps", CONFIGMAP_POLICY, configmaps, validating=True, opts=child),
+            self._policy(f"{name}-podgroups", PODGROUP_POLICY, podgroups, validating=True, opts=child),
+            self._policy(
+                f"{name}-gang-consistency",
+                CONSISTENCY_POLICY,
+                gangs,
+                validating=True,
+                opts=child,
+                binding_with=consistency_binding(TENANT_NAMESPACES),
+            ),
         ]
         if args.settings.admission == "mutate":
             pinning = pinning_policy_spec()
-            self.ready.append(self._policy(f"{name}-pin-queue", POD_POLICY, pinning, validating=False, opts=child))
+            naming = gang_name_policy_spec(pod_rules("CREATE"), SYNCED_WORKLOAD)
+            self.ready += [
+                self._policy(f"{name}-pin-queue", POD_POLICY, pinning, validating=False, opts=child),
+                self._policy(f"{name}-gang-names", GANG_POLICY, naming, validating=False, opts=child),
+            ]
         self.register_outputs({})
 
     @staticmethod
     def _policy(
-        resource_name: str, policy_name: str, spec: dict[str, Any], *, validating: bool, opts: pulumi.ResourceOptions
+        resource_name: str,
+        policy_name: str,
+        spec: dict[str, Any],
+        *,
+        validating: bool,
+        opts: pulumi.ResourceOptions,
+        binding_with: dict[str, Any] | None = None,
     ) -> pulumi.Resource:
-        """The policy and its binding; the binding is what tenants wait for."""
+        """The policy and its binding (`binding_with`, or the plain one); the binding is what tenants wait for."""
         api = k8s.admissionregistration.v1
         if validating:
             policy_type, binding_type = api.ValidatingAdmissionPolicy, api.ValidatingAdmissionPolicyBinding
@@ -57,7 +94,7 @@ class TenantAdmission(pulumi.ComponentResource):
         binding: pulumi.Resource = binding_type(
             resource_name,
             metadata=metadata,
-            spec=binding_spec(policy_name, validating=validating),
+            spec=binding_with or binding_spec(policy_name, validating=validating),
             opts=opts.merge(pulumi.ResourceOptions(depends_on=[policy])),
         )
         return binding

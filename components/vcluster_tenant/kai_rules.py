@@ -31,6 +31,7 @@ from components.vcluster_tenant.cel import (
     validation,
     value,
 )
+from components.vcluster_tenant.gang_rules import GANG_SIZE_ANNOTATION
 from config.upstream import (
     GPU_FRACTION_DEVICES_ANNOTATION,
     KAI_BINDER_USER,
@@ -38,10 +39,12 @@ from config.upstream import (
     KAI_POD_KEYS,
     KAI_UTILITY_APP_LABELS,
     NVIDIA_VISIBLE_DEVICES,
+    POD_GROUP_ANNOTATION,
     PREEMPTIBILITY_LABEL,
     PREEMPTIBILITY_VALUES,
     PRIORITY_LABEL,
     SHARED_GPU_CONFIGMAP_SUFFIX,
+    SPARK_GROUPER_LABELS,
 )
 from config.vcluster_tenant.tenants import GpuSharingRules
 
@@ -142,24 +145,31 @@ def _priority_validations() -> list[dict[str, Any]]:
 
 
 def _bookkeeping_validations() -> list[dict[str, Any]]:
-    """KAI_POD_KEYS: never on a new pod; afterwards changed only by the KAI component that writes it."""
+    """KAI_POD_KEYS: never on a new pod (but a gang's own pod-group-name, gang_rules); afterwards changed only
+    by the KAI component that writes it."""
     checks = []
     for kind, key, prefix, writer in KAI_POD_KEYS:
         what = f"the {kind[:-1]} {key}{'*' if prefix else ''}"
         carried = any_with_prefix("object", kind, key) if prefix else present("object", kind, key)
-        checks.append(
-            validation(
-                f"request.operation != 'CREATE' || !{carried}",
-                f"{what} is KAI's bookkeeping; a tenant's pod may not carry it",
+        if key != POD_GROUP_ANNOTATION:
+            checks.append(
+                validation(
+                    f"request.operation != 'CREATE' || !{carried}",
+                    f"{what} is KAI's bookkeeping; a tenant's pod may not carry it",
+                )
             )
-        )
         same = unchanged_with_prefix(kind, key) if prefix else unchanged(kind, key)
         allowed = f"({same})"
         if writer is not None:
             allowed += f" || {_WRITERS[writer]}"
-            if key == "pod-group-name":
-                # The pod-grouper only ever adds it, once (pkg/podgrouper/pod_controller.go @v0.16.8).
-                allowed += f" && !{present('oldObject', kind, key)}"
+        if key == POD_GROUP_ANNOTATION:
+            # The pod-grouper only ever adds it, once, and for a pod without owners names the pod's own group
+            # (pkg/podgrouper/pod_controller.go, podgroup/handler.go @v0.16.8): anything else would join a
+            # PodGroup of a chosen name, in any namespace.
+            allowed += (
+                f" && !{present('oldObject', kind, key)} && "
+                f"{value('object', kind, key)} == 'pg-' + object.metadata.name + '-' + object.metadata.uid"
+            )
         only = f"only KAI's {writer} may set" if writer else "nothing may add, change or remove"
         checks.append(
             validation(
@@ -173,6 +183,15 @@ def _bookkeeping_validations() -> list[dict[str, Any]]:
             f"!({utility})",
             f"the labels {', '.join(f'app={a}' for a in KAI_UTILITY_APP_LABELS)} mark KAI's own pods, "
             "whose GPUs KAI does not count",
+        )
+    )
+    spark = " && ".join(present("object", "labels", label) for label in SPARK_GROUPER_LABELS)
+    checks.append(
+        validation(
+            f"request.operation != 'CREATE' || !({spark})",
+            f"the labels {' and '.join(SPARK_GROUPER_LABELS)} make KAI name the pod's PodGroup after a label a team "
+            f"chooses, which KAI joins across namespaces: run a Spark application as a gang ({GANG_SIZE_ANNOTATION} "
+            "and gpu-tenancy/gang) instead",
         )
     )
     return checks

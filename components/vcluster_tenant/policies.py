@@ -24,6 +24,7 @@ from components.vcluster_tenant.cel import (
     validation,
     value,
 )
+from components.vcluster_tenant.gang_rules import gang_validations, gang_variables
 from components.vcluster_tenant.kai_rules import kai_validations, kai_variables, own_device_configmap
 from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
@@ -69,7 +70,7 @@ SYNCED_WORKLOAD = {
 }
 
 
-def _pod_rules(*operations: str, ephemeral: bool = False) -> dict[str, Any]:
+def pod_rules(*operations: str, ephemeral: bool = False) -> dict[str, Any]:
     rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": list(operations), "resources": ["pods"]}]
     if ephemeral:
         # `kubectl debug` adds containers through this subresource; a rule on `pods` alone never sees it.
@@ -94,7 +95,7 @@ def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
     )
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": _pod_rules("CREATE", "UPDATE", ephemeral=True),
+        "matchConstraints": pod_rules("CREATE", "UPDATE", ephemeral=True),
         "matchConditions": [SYNCED_WORKLOAD],
         "variables": [
             {"name": "queue", "expression": f"namespaceObject.metadata.labels['{QUEUE_NAMESPACE_LABEL}']"},
@@ -133,6 +134,7 @@ def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
                 "name": "runtimeClass",
                 "expression": "has(object.spec.runtimeClassName) ? object.spec.runtimeClassName : ''",
             },
+            *gang_variables(),
             *kai_variables(kai_namespace),
         ],
         "validations": [
@@ -148,6 +150,11 @@ def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
                 "request.operation != 'CREATE' || !variables.wantsGpu || "
                 "(variables.kai && variables.podQueue == variables.queue)",
                 f"a tenant's pods get GPUs only through KAI: schedulerName {SCHEDULER_NAME} and its own queue",
+            ),
+            validation(
+                "request.operation != 'CREATE' || !variables.kai || variables.podQueue == variables.queue",
+                f"a pod scheduled by KAI names its tenant's queue (the label {QUEUE_LABEL}): KAI would group it "
+                "into default-queue, where it never runs",
             ),
             validation(
                 "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
@@ -190,6 +197,7 @@ def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
                 "CDI device annotations are the device plugin's to set, not a pod's",
             ),
             validation(f"!({spoofed})", "the labels app=loft and app=vcluster-snapshot are reserved"),
+            *gang_validations(),
             *kai_validations(),
         ],
     }
@@ -232,7 +240,7 @@ def pinning_policy_spec() -> dict[str, Any]:
     return {
         "failurePolicy": "Fail",
         # schedulerName is immutable once the pod exists: only creation is mutated.
-        "matchConstraints": _pod_rules("CREATE"),
+        "matchConstraints": pod_rules("CREATE"),
         "matchConditions": [SYNCED_WORKLOAD],
         "reinvocationPolicy": "IfNeeded",
         "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],

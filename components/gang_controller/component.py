@@ -1,0 +1,170 @@
+"""GangController: the Deployment that makes KAI's PodGroups for the tenants' gangs, with just the access it needs.
+
+Reading is cluster-wide (namespaces, the syncers' pods, PodGroups); writing PodGroups and
+Events is granted in each tenant's namespace alone, by one RoleBinding per tenant, so the
+controller cannot make a PodGroup anywhere else. One replica, replaced with Recreate,
+so two never race. If it is down, gang pods wait for their PodGroup: none starts alone.
+"""
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.shared.labels import MANAGED_BY
+from config.upstream import POD_GROUP_API, PYTHON, PYTHON_IMAGE_REF
+
+NAMESPACE = "gpu-tenancy-gangs"
+SERVICE_ACCOUNT = "gang-controller"
+GANG_CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+PROGRAM_DIR = Path(__file__).parent / "gangcontrol"
+PACKAGE = PROGRAM_DIR.name
+MOUNT = "/app"
+GRACE_SECONDS = 300
+"""A PodGroup outlives its last pod this long, so a job whose pods are replaced one by one keeps its gang."""
+RESYNC_SECONDS = 30
+NON_ROOT = 65534
+"""Debian's nobody, in the python image (docker-library/python 3.13/slim-trixie, no USER of its own)."""
+RBAC_GROUP = "rbac.authorization.k8s.io"
+_PODGROUPS = POD_GROUP_API[0].split("/")[0]
+
+
+def program_files() -> dict[str, str]:
+    """The program's modules, as ConfigMap data (keys are file names)."""
+    return {path.name: path.read_text() for path in sorted(PROGRAM_DIR.glob("*.py"))}
+
+
+def read_rules() -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+    ]
+
+
+def write_rules() -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["create", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
+
+
+def pod_spec(files: Mapping[str, str]) -> dict[str, Any]:
+    locked = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+    return {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT,
+            "runAsGroup": NON_ROOT,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "controller",
+                "image": PYTHON_IMAGE_REF,
+                "command": [PYTHON, "-m", PACKAGE],
+                "env": [
+                    {"name": "PYTHONPATH", "value": MOUNT},
+                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                    {"name": "PYTHONUNBUFFERED", "value": "1"},
+                    {"name": "GANGS_GRACE_SECONDS", "value": str(GRACE_SECONDS)},
+                    {"name": "GANGS_RESYNC_SECONDS", "value": str(RESYNC_SECONDS)},
+                ],
+                "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                "securityContext": locked,
+                "volumeMounts": [{"name": "program", "mountPath": f"{MOUNT}/{PACKAGE}", "readOnly": True}],
+            }
+        ],
+        "volumes": [
+            {
+                "name": "program",
+                "configMap": {
+                    "name": SERVICE_ACCOUNT,
+                    "items": [{"key": name, "path": name} for name in sorted(files)],
+                },
+            }
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class GangControllerArgs:
+    tenant_namespaces: Mapping[str, pulumi.Input[str]]
+    """Tenant name -> its host namespace: where the controller may write PodGroups and Events."""
+
+
+class GangController(pulumi.ComponentResource):
+    namespace: pulumi.Output[str]
+    """Where the controller runs."""
+
+    def __init__(self, name: str, args: GangControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-tenancy:index:GangController", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={
+                "name": NAMESPACE,
+                "labels": {**MANAGED_BY, "pod-security.kubernetes.io/enforce": "restricted"},
+            },
+            opts=child,
+        )
+        meta = {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE, "labels": MANAGED_BY}
+        after = pulumi.ResourceOptions(depends_on=[namespace])
+        account = k8s.core.v1.ServiceAccount(f"{name}-account", metadata=meta, opts=child.merge(after))
+        subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
+        reading = self._access(name, subject, args, child)
+        files = program_files()
+        program = k8s.core.v1.ConfigMap(f"{name}-program", metadata=meta, data=files, opts=child.merge(after))
+        fingerprint = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(files.items())).encode()).hexdigest()[:16]
+        k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=meta,
+            spec={
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": {"app": SERVICE_ACCOUNT}},
+                "template": {
+                    "metadata": {
+                        "labels": {**MANAGED_BY, "app": SERVICE_ACCOUNT},
+                        # A new program rolls the pod; a ConfigMap change alone would not.
+                        "annotations": {"gpu-tenancy/program": fingerprint},
+                    },
+                    "spec": pod_spec(files),
+                },
+            },
+            # Not on the per-tenant grants: adding a team leaves the controller alone, and a PodGroup it may not
+            # write yet is written at its next pass.
+            opts=child.merge(pulumi.ResourceOptions(depends_on=[account, program, reading])),
+        )
+        self.namespace = pulumi.Output.from_input(NAMESPACE)
+        self.register_outputs({"namespace": self.namespace})
+
+    @staticmethod
+    def _access(
+        name: str, subject: list[dict[str, str]], args: GangControllerArgs, opts: pulumi.ResourceOptions
+    ) -> pulumi.Resource:
+        """Read everywhere; write PodGroups and Events in each tenant's namespace only. Returns the read grant."""
+        read_meta = {"name": "gpu-tenancy-gang-controller-read", "labels": MANAGED_BY}
+        write_meta = {"name": "gpu-tenancy-gang-controller-write", "labels": MANAGED_BY}
+        reader = k8s.rbac.v1.ClusterRole(f"{name}-read", metadata=read_meta, rules=read_rules(), opts=opts)
+        writer = k8s.rbac.v1.ClusterRole(f"{name}-write", metadata=write_meta, rules=write_rules(), opts=opts)
+        reading: pulumi.Resource = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-read",
+            metadata=read_meta,
+            role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": read_meta["name"]},
+            subjects=subject,
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[reader])),
+        )
+        for tenant, namespace in sorted(args.tenant_namespaces.items()):
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-{tenant}",
+                metadata={"name": "gpu-tenancy-gang-controller", "namespace": namespace, "labels": MANAGED_BY},
+                role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": write_meta["name"]},
+                subjects=subject,
+                opts=opts.merge(pulumi.ResourceOptions(depends_on=[writer])),
+            )
+        return reading

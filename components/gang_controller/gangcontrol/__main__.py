@@ -1,0 +1,5 @@
+"""`python -m gangcontrol`: run until SIGTERM."""
+
+from .run import main
+
+main()
