@@ -1,16 +1,14 @@
 """Shared fixtures: the reference stack's settings, a stand-in kubeconfig, upstream reference data."""
 
 import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
-from harness import ROOT, dev_settings
-
-SHARED_REFERENCE = ROOT.parent / "shared" / "reference"
+from harness import dev_settings
+from tests.charts import chart_text, crd_errors
 
 FAKE_KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -26,45 +24,25 @@ contexts:
 current-context: host
 """
 
+KAI_CHART = "kai-scheduler-v0.16.8.tgz"
+VCLUSTER_CHART = "vcluster-0.35.1.tgz"
+GPU_OPERATOR_CHART = "gpu-operator-v26.3.3.tgz"
+KUBE_PROMETHEUS_CHART = "kube-prometheus-stack-88.5.3.tgz"
+
 
 @pytest.fixture
 def dev_config() -> dict[str, Any]:
     return dev_settings()
 
 
-def reference_file(*parts: str) -> Path:
-    """A file under ../shared/reference, or skip: that data is not part of this repository."""
-    path = SHARED_REFERENCE.joinpath(*parts)
-    if not path.is_file():
-        pytest.skip(f"upstream reference data not available at {path}")
-    return path
-
-
-def _queue_schema() -> dict[str, Any]:
-    crd = yaml.safe_load(reference_file("kai", "queue-crd.yaml").read_text())
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v2"]
-    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def _forbid_unknown_fields(schema: dict[str, Any]) -> dict[str, Any]:
-    """The API server prunes unknown fields silently; here they fail, so a typo cannot hide."""
-    if "properties" in schema and "additionalProperties" not in schema:
-        schema = {**schema, "additionalProperties": False}
-    if "properties" in schema:
-        schema["properties"] = {k: _forbid_unknown_fields(v) for k, v in schema["properties"].items()}
-    return schema
-
-
 def queue_schema_errors(manifest: dict[str, Any]) -> list[str]:
-    """Problems KAI's Queue CRD (from ../shared, else skip) finds in a manifest, unknown fields included."""
-    schema = _forbid_unknown_fields(_queue_schema())
-    schema["properties"]["metadata"] = {"type": "object"}
-    return [error.message for error in jsonschema.Draft7Validator(schema).iter_errors(manifest)]
+    """Problems KAI's Queue CRD (from the pinned chart) finds in a manifest, unknown fields included."""
+    crd = yaml.safe_load(chart_text(KAI_CHART, "kai-scheduler/crds/scheduling.run.ai_queues.yaml"))
+    return crd_errors(crd, manifest)
 
 
 def vcluster_schema_errors(values: dict[str, Any]) -> list[str]:
-    """Problems vCluster's chart schema (from ../shared, else skip) finds in Helm values."""
-    schema = json.loads(reference_file("vcluster", "values.schema.json").read_text())
+    """Problems the pinned vCluster chart's schema finds in Helm values."""
+    schema = json.loads(chart_text(VCLUSTER_CHART, "vcluster/values.schema.json"))
     validator = jsonschema.Draft202012Validator(schema)
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(values)]

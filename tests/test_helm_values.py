@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from harness import ProgramRun, dev_settings, run_main
-from tests.conftest import FAKE_KUBECONFIG, reference_file
+from tests.charts import chart_text
+from tests.conftest import FAKE_KUBECONFIG, GPU_OPERATOR_CHART
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -85,7 +86,7 @@ def _paths(values: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
 
 
 def test_gpu_operator_values_only_use_keys_the_chart_defines() -> None:
-    chart = yaml.safe_load(reference_file("gpu-operator", "values.yaml").read_text())
+    chart = yaml.safe_load(chart_text(GPU_OPERATOR_CHART, "gpu-operator/values.yaml"))
     unknown = _paths(_operator_values(_run())) - _paths(chart)
     assert not unknown, f"keys the GPU Operator chart does not define: {sorted(unknown)}"
 

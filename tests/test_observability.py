@@ -23,7 +23,8 @@ from config.upstream import (
 )
 from fairshare import queries
 from harness import GRAFANA_PASSWORD, ProgramRun, Registration, dev_settings, run_main
-from tests.conftest import FAKE_KUBECONFIG, reference_file
+from tests.charts import chart_text
+from tests.conftest import FAKE_KUBECONFIG, KUBE_PROMETHEUS_CHART
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
@@ -203,12 +204,14 @@ def _paths(values: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
 
 
 def test_the_stack_values_are_keys_the_chart_defines(dev_install: ProgramRun) -> None:
-    chart = yaml.safe_load(reference_file("kube-prometheus-stack", "values.yaml").read_text())
+    chart = yaml.safe_load(chart_text(KUBE_PROMETHEUS_CHART, "kube-prometheus-stack/values.yaml"))
     free_form = (
         # A Prometheus StorageSpec, documented by the chart as a commented example.
         ("prometheus", "prometheusSpec", "storageSpec"),
         # The kube-state-metrics subchart's own value (kube-state-metrics chart 8.4.0 values.yaml).
         ("kube-state-metrics", "metricLabelsAllowlist"),
+        # A map the chart defines empty ({}), keyed by label.
+        ("prometheus", "prometheusSpec", "nodeSelector"),
     )
     ours = {p for p in _paths(_stack_values(dev_install)) if not any(p[: len(f)] == f for f in free_form)}
     assert ours - _paths(chart) == set()

@@ -17,7 +17,8 @@ from harness import (
     run_main,
     tenant_kubeconfig,
 )
-from tests.conftest import queue_schema_errors, reference_file
+from tests.charts import chart_text
+from tests.conftest import KAI_CHART, queue_schema_errors
 
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -200,7 +201,7 @@ KAI_KEYS_READ_BY_TEMPLATES = {
 
 
 def test_kai_values_only_use_keys_the_chart_reads(dev_run: ProgramRun) -> None:
-    chart_values = yaml.safe_load(reference_file("kai", "values.yaml").read_text())
+    chart_values = yaml.safe_load(chart_text(KAI_CHART, "kai-scheduler/values.yaml"))
     rendered = dev_run.one(RELEASE, "kai-release").inputs["values"]
     unknown = _paths(rendered) - _paths(chart_values) - KAI_KEYS_READ_BY_TEMPLATES
     assert not unknown, f"keys the KAI chart does not read: {sorted(unknown)}"

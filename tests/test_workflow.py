@@ -124,3 +124,7 @@ def test_the_plan_is_posted_by_a_workflow_that_never_runs_pull_request_code() ->
     assert "pr.head.sha !== process.env.HEAD_SHA" in script, "only on the pull request the run was for"
     assert "updateComment" in script, "one comment per stack, updated in place"
     assert "gpu-tenancy:fair-share-plan:${stack}" in script
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    assert _readme_test_command() in (ROOT / ".ci" / "run").read_text().splitlines()

