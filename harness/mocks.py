@@ -94,6 +94,11 @@ def tenant_kubeconfig(tenant: str) -> str:
 
 
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
+SECRET = "kubernetes:core/v1:Secret"
+NODE = "kubernetes:core/v1:Node"
+ENDPOINT_SLICE = "kubernetes:discovery.k8s.io/v1:EndpointSlice"
+API_SERVER_ENDPOINT = ("10.0.0.10", 16443)
+"""Where the host's API server is reached from pods: the control-plane node's own address and MicroK8s' port."""
 
 
 class RealisticMocks(Mocks):
@@ -112,7 +117,7 @@ class RealisticMocks(Mocks):
             return f"{args.name}-provider-id", inputs
         if args.typ.startswith("command:"):
             return f"{args.name}-id", {**inputs, "stdout": command_stdout(args.name, inputs), "stderr": ""}
-        if args.resource_id and args.typ in {STACK_REFERENCE, "kubernetes:core/v1:Secret", "kubernetes:core/v1:Node"}:
+        if args.resource_id and args.typ in {STACK_REFERENCE, SECRET, NODE, ENDPOINT_SLICE}:
             return args.resource_id, self._read(args.typ, args.resource_id)
         if args.typ == "kubernetes:helm.sh/v3:Release":
             plain, _ = unwrap_secrets(inputs)
@@ -136,7 +141,15 @@ class RealisticMocks(Mocks):
         """What a read finds once the gates have passed: a tenant's kubeconfig, a GPU node, the last `up`'s outputs."""
         if typ == STACK_REFERENCE:
             return {"name": resource_id, "outputs": self.previous, "secretOutputNames": []}
-        if typ == "kubernetes:core/v1:Node":
+        if typ == ENDPOINT_SLICE:
+            address, port = API_SERVER_ENDPOINT
+            return {
+                "metadata": {"namespace": "default", "name": "kubernetes"},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            }
+        if typ == NODE:
             return {
                 "metadata": {"name": resource_id, "labels": GPU_NODE_LABELS},
                 "status": {"allocatable": {"cpu": "16", "nvidia.com/gpu": "1"}},

@@ -272,8 +272,8 @@ def test_skipping_the_operator_still_proves_the_gpu_before_kai() -> None:
 
 
 def test_the_gpu_output_reads_each_node_this_stack_built_after_the_gate(dev_run: ProgramRun) -> None:
-    reads = [r for r in dev_run.registrations if r.read and r.name.startswith("host-")]
-    assert [(r.type, r.import_id) for r in reads] == [("kubernetes:core/v1:Node", "gpu-node-1")]
+    reads = [r for r in dev_run.registrations if r.read and r.type == "kubernetes:core/v1:Node"]
+    assert [(r.name, r.import_id) for r in reads] == [("host-gpu-node", "gpu-node-1")]
     job_index = dev_run.registrations.index(dev_run.one(JOB, "host-gpu-gate"))
     assert dev_run.registrations.index(reads[0]) > job_index
     assert dev_run.exports["gpu"].value == {
@@ -282,7 +282,7 @@ def test_the_gpu_output_reads_each_node_this_stack_built_after_the_gate(dev_run:
 
 
 def test_an_existing_clusters_nodes_are_not_listed(kubeconfig_run: ProgramRun) -> None:
-    assert not [r for r in kubeconfig_run.registrations if r.read and r.name.startswith("host-")]
+    assert not [r for r in kubeconfig_run.registrations if r.read and r.type == "kubernetes:core/v1:Node"]
     assert kubeconfig_run.exports["gpu"].value is None
 
 

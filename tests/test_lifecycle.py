@@ -177,6 +177,8 @@ CHANGES = [
     ("vcluster.priorityClasses", ["train", "inference"], {f"{team}-namespace" for team in TEAMS}),
     ("tenants.0.maxFractionDevices", 2, {"team-nlp-namespace"}),
     ("tenants.1.minGpuMemoryMiB", 1024, {"team-vision-namespace"}),
+    # The fence is the platform's NetworkPolicies, not the releases' values: no vCluster restarts for it.
+    ("vcluster.blockedEgress", ["192.0.2.0/24"], {f"{team}-workloads" for team in TEAMS}),
 ]
 
 
@@ -202,7 +204,8 @@ def test_adding_a_worker_touches_no_tenant_and_removing_it_restores_the_stack(ba
     added, removed, changed = _changed(base, grown)
     assert added == {f"host-w1-{step}" for step in WORKER_STEPS} | {"host-join-tokens"}
     assert removed == set()
-    assert changed == {"host-gpu-gate"}, "the gate runs again and must see the new node's GPUs"
+    # The gate runs again and must see the new node's GPUs; each team's workloads are fenced off the new machine.
+    assert changed == {"host-gpu-gate", *(f"{team}-workloads" for team in TEAMS)}
     assert _changed(grown, base) == (set(), added, changed)
 
 

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
+from components.gpu_host.api_endpoints import api_endpoints
 from components.gpu_host.brev_machine import brev_machine
 from components.gpu_host.gpu_gate import gpu_gate_grants, gpu_gate_steps, gpu_node_facts
 from components.gpu_host.host_facts import parse_preflight
@@ -72,6 +73,8 @@ class _Cluster:
     it did not build."""
     workers_ready: Sequence[pulumi.Resource] = ()
     """One per worker: done once its node is Ready."""
+    machine_addresses: Sequence[pulumi.Input[str]] = ()
+    """Where each machine of the cluster this stack knows is reached, control plane first."""
 
 
 class GpuHost(pulumi.ComponentResource):
@@ -96,6 +99,10 @@ class GpuHost(pulumi.ComponentResource):
     """The node running MicroK8s' control plane and holding the hostpath volumes; None in kubeconfig mode."""
     ready: k8s.batch.v1.Job
     """Depend on this to run only once every GPU node offers its GPUs."""
+    machine_addresses: pulumi.Output[list[str]]
+    """Every machine this stack knows (the host, and its workers): what a tenant may never reach."""
+    api_endpoints: pulumi.Output[list[tuple[str, int]]]
+    """(address, port) of each endpoint of the `kubernetes` Service: where pods really reach the API server."""
 
     def __init__(self, name: str, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:GpuHost", name, None, opts)
@@ -125,11 +132,15 @@ class GpuHost(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig)
         self.address = cluster.address
         self.api_port = cluster.api_port
+        self.machine_addresses = pulumi.Output.all(*cluster.machine_addresses).apply(list)
+        self.api_endpoints = self._api_endpoints()
         self.register_outputs(
             {
                 "kubeconfig": self.kubeconfig,
                 "address": self.address,
                 "api_port": self.api_port,
+                "machine_addresses": self.machine_addresses,
+                "api_endpoints": self.api_endpoints,
                 "gpu": self.gpu,
                 "preflight": self.preflight,
                 "control_plane_node": self.control_plane_node,
@@ -143,7 +154,8 @@ class GpuHost(pulumi.ComponentResource):
         # The server address is not a credential, though it comes out of one.
         address = host.address or pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_host))
         api_port = pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_port))
-        return _Cluster(kubeconfig, pulumi.Output.from_input(address), api_port, f"kubeconfig/{host.cluster_id}", ())
+        known = pulumi.Output.from_input(address)
+        return _Cluster(kubeconfig, known, api_port, f"kubeconfig/{host.cluster_id}", (), machine_addresses=[known])
 
     def _connection(self, host: BrevHost | SshHost) -> tuple[pulumi.Output[Any], pulumi.Output[str], str]:
         """SSH connection to the control plane (secret), the host's address, and a stable cluster identity."""
@@ -237,9 +249,10 @@ class GpuHost(pulumi.ComponentResource):
                 )
             ]
         node = facts.apply(lambda found: str(found["nodeName"]))
+        machines = self._workers(host)
         workers = join_workers(
             self._name,
-            self._workers(host),
+            machines,
             control_plane=ControlPlane(connection, address, running=kubeconfig),
             checks=WorkerChecks(channel, expect, host.expected_gpu),
             parent=self,
@@ -253,21 +266,27 @@ class GpuHost(pulumi.ComponentResource):
             ready,
             gpu_nodes=[node, *workers.nodes],
             workers_ready=workers.ready,
+            machine_addresses=[address, *(machine.address for machine in machines)],
         )
 
     def _workers(self, host: BrevHost | SshHost) -> list[Worker]:
         if isinstance(host, BrevHost):
             workers = []
             for index, instance in enumerate(host.worker_names, start=1):
-                connection, _, after = brev_machine(
+                connection, address, after = brev_machine(
                     host, instance, f"{self._name}-w{index}", role="worker", parent=self
                 )
-                workers.append(Worker(f"w{index}", connection, after))
-            return workers
-        return [
-            Worker(worker.address, self._ssh_connection(worker.address, worker.user or host.user, worker.port))
-            for worker in host.workers
-        ]
+                workers.append(Worker(f"w{index}", connection, address, after))
+        else:
+            workers = [
+                Worker(
+                    worker.address,
+                    self._ssh_connection(worker.address, worker.user or host.user, worker.port),
+                    worker.address,
+                )
+                for worker in host.workers
+            ]
+        return workers
 
     def _gpu_operator(self, cluster: _Cluster) -> k8s.helm.v3.Release | None:
         settings = self._args.gpu_operator
@@ -286,7 +305,7 @@ class GpuHost(pulumi.ComponentResource):
                 opts=child.merge(
                     pulumi.ResourceOptions(
                         import_=f"{settings.namespace}/{settings.release_name}",
-                        ignore_changes=["chart", "version", "values", "repositoryOpts", "timeout"],
+                        ignore_changes=["chart", "version", "values", "repositoryOpts", "timeout", "maxHistory"],
                         retain_on_delete=True,
                         depends_on=list(cluster.ready),
                     )
@@ -339,6 +358,17 @@ class GpuHost(pulumi.ComponentResource):
             opts=child,
         )
         return gate.job
+
+    def _api_endpoints(self) -> pulumi.Output[list[tuple[str, int]]]:
+        """Read from the cluster: the API server keeps an EndpointSlice named `kubernetes` in `default` for its
+        Service (kubernetes/kubernetes pkg/controlplane/reconcilers/endpointsadapter.go @v1.36.0)."""
+        slice_ = k8s.discovery.v1.EndpointSlice.get(
+            f"{self._name}-api-endpoints",
+            # Unknown until the provider is: a fresh stack's preview has no cluster to read from yet.
+            self.provider.id.apply(lambda _: "default/kubernetes"),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider),
+        )
+        return pulumi.Output.all(slice_.endpoints, slice_.ports).apply(lambda parts: api_endpoints(*parts))
 
     def _gpu_nodes(self, names: Sequence[pulumi.Output[str]]) -> pulumi.Output[dict[str, Any] | None]:
         """The GPU nodes this stack built, read once the gate passed (their ids are unknown until then)."""

@@ -34,6 +34,8 @@ class Worker:
     """Names the worker's resources, e.g. w1 (Brev) or its address (ssh): stable while the worker exists."""
     connection: pulumi.Output[Any]
     """SSH connection to the worker (secret)."""
+    address: pulumi.Input[str]
+    """Where the worker is reached, from outside and from the cluster's pods."""
     after: Sequence[pulumi.Resource] = ()
     """What must exist before the worker is reachable, e.g. its Brev instance."""
 

@@ -8,6 +8,7 @@ control plane publish it; add-ons go in through the tenant's own API server.
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,6 +20,13 @@ from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
 from components.vcluster_tenant.kai_rules import namespace_annotations
+from components.vcluster_tenant.network import (
+    POLICY_NAMES,
+    blocked_ranges,
+    control_plane_policy,
+    dns_policy,
+    workload_policy,
+)
 from components.vcluster_tenant.values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
@@ -47,8 +55,11 @@ class VClusterTenantArgs:
     kubectl_version: str
     host_address: pulumi.Input[str]
     """Where teams reach the host: with expose nodePort the API is https://<host_address>:<https port>."""
-    api_port: pulumi.Input[int]
-    """The port of the host's API server behind the `kubernetes` Service (16443 on MicroK8s)."""
+    api_endpoints: pulumi.Input[Sequence[tuple[str, int]]]
+    """(address, port) of each endpoint of the host's `kubernetes` Service: all the control plane may reach of the
+    host."""
+    machine_addresses: pulumi.Input[Sequence[str]]
+    """Every machine of the cluster this stack knows: the tenant's workloads reach none of them."""
     host_cluster_identifier: str
     """The host provider's identity; the tenant's provider derives its own from it."""
     control_plane_node: pulumi.Input[str] | None
@@ -104,11 +115,12 @@ class VClusterTenant(pulumi.ComponentResource):
         endpoint = pulumi.Output.all(args.host_address, args.ports).apply(
             lambda parts: tenant_endpoint(tenant, args.settings, host_address=parts[0], ports=parts[1])
         )
-        values = pulumi.Output.all(endpoint, args.api_port, args.control_plane_node).apply(
+        values = pulumi.Output.all(endpoint, args.control_plane_node).apply(
             lambda parts: vcluster_values(
-                tenant, endpoint=parts[0], api_port=parts[1], settings=args.settings, control_plane_node=parts[2]
+                tenant, endpoint=parts[0], settings=args.settings, control_plane_node=parts[1]
             )
         )
+        fence = self._network_policies(name, args, host)
         release = helm_release(
             f"{name}-vcluster",
             ReleaseSpec(name=tenant.name, chart=VCLUSTER_CHART, repo=args.settings.repo, version=args.version),
@@ -116,7 +128,8 @@ class VClusterTenant(pulumi.ComponentResource):
             namespace=self.namespace,
             opts=host.merge(
                 pulumi.ResourceOptions(
-                    depends_on=list(args.admission),
+                    # No synced pod, and no control plane, ever runs outside the fence.
+                    depends_on=[*args.admission, *fence],
                     # Settings that cannot change on a running control plane are kept as they were created.
                     ignore_changes=[".".join(("values", *path)) for path in (PERSISTENCE_PATH, *SECURITY_PATHS)],
                 )
@@ -161,6 +174,30 @@ class VClusterTenant(pulumi.ComponentResource):
             for addon in tenant.addons:
                 self._addon(name, addon, self.provider)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
+
+    def _network_policies(
+        self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions
+    ) -> list[pulumi.Resource]:
+        """The tenant's workloads, control plane and DNS, fenced (network.py); updated in place when a machine comes
+        or goes, without touching the vCluster."""
+        tenant = self._tenant
+        blocked = pulumi.Output.from_input(args.machine_addresses).apply(
+            lambda addresses: blocked_ranges(addresses, args.settings.blocked_egress)
+        )
+        specs: list[pulumi.Input[dict[str, Any]]] = [
+            blocked.apply(lambda ranges: workload_policy(tenant, ranges)),
+            pulumi.Output.from_input(args.api_endpoints).apply(lambda api: control_plane_policy(tenant, api)),
+            dns_policy(tenant),
+        ]
+        return [
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-{policy_name.removeprefix('gpu-tenancy-')}",
+                metadata={"name": policy_name, "namespace": self.namespace, "labels": MANAGED_BY},
+                spec=spec,
+                opts=opts,
+            )
+            for policy_name, spec in zip(POLICY_NAMES, specs, strict=True)
+        ]
 
     def _inside(self, name: str, args: VClusterTenantArgs, gate: pulumi.Resource) -> k8s.Provider:
         """The provider for the tenant's own API server, created once the control plane has written its kubeconfig."""

@@ -8,8 +8,6 @@ the virtual cluster, which the syncer also applies before copying a pod to the h
 pkg/controllers/resources/pods/validate_pod_security.go @v0.35.1).
 """
 
-import contextlib
-import ipaddress
 from typing import Any
 
 from components.shared.merge import deep_merge
@@ -17,7 +15,6 @@ from components.vcluster_tenant.endpoints import Endpoint
 from config.upstream import (
     HOSTNAME_LABEL,
     KUBECONFIG_SECRET_PREFIX,
-    VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT,
 )
 from config.vcluster_tenant.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
 
@@ -30,9 +27,6 @@ persistence off, turns the StatefulSet into a Deployment (loft-sh/vcluster chart
 SECURITY_PATHS = (("controlPlane", "statefulSet", "security"), ("controlPlane", "distro", "k8s", "securityContext"))
 """Who the control plane runs as: vCluster cannot move a control plane from root to another user
 (vcluster-docs version-0.35.0 deploy/control-plane/kubernetes-pod/security/rootless-mode.mdx), so set once."""
-
-LINK_LOCAL = "169.254.0.0/16"
-"""Cloud metadata (169.254.169.254) and its credentials: never a tenant's to reach."""
 
 NON_ROOT = 12345
 _RESTRICTED_CONTAINER = {
@@ -83,23 +77,7 @@ def _service(endpoint: Endpoint) -> dict[str, Any]:
     return service
 
 
-def _public_egress_except(address: str, extra: list[str]) -> list[str]:
-    """vCluster's private ranges, plus link-local, the host's own address (its API and every node port)
-    and the ranges the stack names."""
-    blocked = [*VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT, LINK_LOCAL, *extra]
-    # A DNS name's addresses are not known here (docs/security.md says what to add).
-    with contextlib.suppress(ipaddress.AddressValueError):
-        blocked.append(f"{ipaddress.IPv4Address(address)}/32")
-    return blocked
-
-
-def _policies(
-    quota: dict[str, str],
-    limit_range: LimitRangeConfig,
-    pod_security: PodSecurityLevel,
-    blocked: list[str],
-    api_port: int,
-) -> dict[str, Any]:
+def _policies(quota: dict[str, str], limit_range: LimitRangeConfig, pod_security: PodSecurityLevel) -> dict[str, Any]:
     return {
         "podSecurityStandard": pod_security,
         "resourceQuota": {"enabled": True, "quota": dict(quota)},
@@ -108,14 +86,8 @@ def _policies(
             "default": dict(limit_range.default),
             "defaultRequest": dict(limit_range.default_request),
         },
-        "networkPolicy": {
-            "enabled": True,
-            "workload": {"publicEgress": {"except": blocked}},
-            # The control plane reaches the host's API server after the Service's DNAT, at the node's API port:
-            # 16443 on MicroK8s, which the chart's rule (443, 8443, 6443) leaves out
-            # (chart/templates/networkpolicy.yaml @v0.35.1; canonical/microk8s default-args/kube-apiserver @v1.36).
-            "controlPlane": {"egress": [{"ports": [{"port": api_port, "protocol": "TCP"}]}]},
-        },
+        # The platform registers each tenant's NetworkPolicies itself (network.py): the chart's cannot be narrowed.
+        "networkPolicy": {"enabled": False},
     }
 
 
@@ -123,7 +95,6 @@ def vcluster_values(
     tenant: TenantConfig,
     *,
     endpoint: Endpoint,
-    api_port: int,
     settings: VClusterConfig,
     control_plane_node: str | None = None,
 ) -> dict[str, Any]:
@@ -164,6 +135,5 @@ def vcluster_values(
         "services.nodeports": str(node_ports),
         "services.loadbalancers": "0",
     }
-    blocked = _public_egress_except(endpoint.host_address, settings.blocked_egress)
-    values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security, blocked, api_port)
+    values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security)
     return values
