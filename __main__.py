@@ -117,6 +117,8 @@ if settings.observability.enabled:
             gpus_ready=[host.ready],
             leaf_queues=settings.queue_tree.leaves,
             limits={q.name: q.resources.gpu.limit for q in settings.queues},
+            microk8s=settings.bootstraps_host,
+            prometheus_node=host.control_plane_node,
         ),
         opts=on_host,
     )

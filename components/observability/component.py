@@ -68,6 +68,10 @@ class ObservabilityArgs:
     leaf_queues: Sequence[str]
     limits: Mapping[str, float]
     """Each queue's GPU limit (-1: none), for the dashboards: no metric carries it."""
+    microk8s: bool = False
+    """The cluster is MicroK8s this stack built: its control plane runs in kubelite, its state in dqlite."""
+    prometheus_node: pulumi.Input[str] | None = None
+    """The node Prometheus, and its volume, stay on (the control-plane node); None: any."""
 
 
 class Observability(pulumi.ComponentResource):
@@ -93,6 +97,9 @@ class Observability(pulumi.ComponentResource):
                 opts=child,
             )
             namespace = object_name(created)
+            values = pulumi.Output.from_input(args.prometheus_node).apply(
+                lambda node: kube_prometheus_values(settings, microk8s=args.microk8s, prometheus_node=node)
+            )
             release = helm_release(
                 f"{name}-stack",
                 ReleaseSpec(
@@ -100,8 +107,8 @@ class Observability(pulumi.ComponentResource):
                     chart=KUBE_PROMETHEUS_STACK_CHART,
                     repo=KUBE_PROMETHEUS_STACK_REPO,
                     version=args.version or "",
-                    values=kube_prometheus_values(settings),
                 ),
+                values=values,
                 namespace=namespace,
                 opts=child,
             )

@@ -13,6 +13,7 @@ from components.observability.dashboards import NAMESPACE_LABELS_ALLOWLIST
 from components.shared.merge import deep_merge
 from config.observability.settings import ObservabilityConfig
 from config.quantities import quantity
+from config.upstream import HOSTNAME_LABEL
 
 RETENTION_SIZE_SHARE = 0.85
 """Of the volume: the head block and the write-ahead log need the rest."""
@@ -24,25 +25,44 @@ def retention_size(storage_size: str) -> str:
     return f"{max(1, math.floor(gib * RETENTION_SIZE_SHARE))}GiB"
 
 
-def kube_prometheus_values(settings: ObservabilityConfig) -> dict[str, Any]:
+MICROK8S_COMPONENTS_OFF = {
+    component: {"enabled": False} for component in ("kubeControllerManager", "kubeScheduler", "kubeProxy", "kubeEtcd")
+}
+"""MicroK8s runs the controller manager, scheduler and proxy inside kubelite and keeps its state in dqlite, not
+etcd (canonical/microk8s build-scripts/components/kubernetes, microk8s-resources/default-args/kubelite @v1.36):
+nothing answers the chart's scrapes of them, and their Kube*Down and etcd alerts would fire for ever. The chart
+drops each one's scrape and alerts when it is not enabled (templates/prometheus/rules-1.14/
+kubernetes-system-controller-manager.yaml, kubernetes-system-scheduler.yaml, kubernetes-system-kube-proxy.yaml,
+etcd.yaml @kube-prometheus-stack-88.5.3)."""
+
+
+def kube_prometheus_values(
+    settings: ObservabilityConfig, *, microk8s: bool, prometheus_node: str | None = None
+) -> dict[str, Any]:
+    """On MicroK8s, the scrapes it cannot answer are off (a stack's own values may turn them on again);
+    `prometheus_node` keeps Prometheus, and its volume, on the node that holds it."""
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": settings.storage_size}},
     }
     if settings.storage_class:
         claim["storageClassName"] = settings.storage_class
+    prometheus: dict[str, Any] = {
+        "retention": f"{settings.retention_days}d",
+        "retentionSize": retention_size(settings.storage_size),
+        "storageSpec": {"volumeClaimTemplate": {"spec": claim}},
+    }
+    if prometheus_node is not None:
+        # A microk8s-hostpath volume is a directory on the node its pod first ran on, and stays there; pinned like
+        # the tenants' control planes, Prometheus keeps its history when a worker is removed.
+        prometheus["nodeSelector"] = {HOSTNAME_LABEL: prometheus_node}
     platform = {
-        "prometheus": {
-            "prometheusSpec": {
-                "retention": f"{settings.retention_days}d",
-                "retentionSize": retention_size(settings.storage_size),
-                "storageSpec": {"volumeClaimTemplate": {"spec": claim}},
-            }
-        },
+        "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {"metricLabelsAllowlist": [NAMESPACE_LABELS_ALLOWLIST]},
         "grafana": {"sidecar": {"dashboards": {"enabled": True}}},
     }
-    return deep_merge(settings.values, platform)
+    defaults = MICROK8S_COMPONENTS_OFF if microk8s else {}
+    return deep_merge(deep_merge(defaults, settings.values), platform)
 
 
 def grafana_service(release: str) -> str:

@@ -9,6 +9,11 @@ import pulumi_kubernetes as k8s
 
 HELM_TIMEOUT_SECONDS = 600
 """How long Helm waits for a release's resources to be ready (its --wait, on by default in pulumi-kubernetes)."""
+HELM_HISTORY = 3
+"""Revisions Helm keeps per release, each a Secret in the release's namespace. pulumi-kubernetes keeps every
+one unless told (maxHistory unset means 0, no limit: provider/pkg/provider/helm_release.go @v4.32.0), and in a
+tenant's namespace they count against the quota's count/secrets, so a long-lived tenant's upgrades would
+eventually fail on quota."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ def helm_release(
         namespace=namespace,
         values=dict(spec.values) if values is None else values,
         timeout=timeout_seconds,
+        max_history=HELM_HISTORY,
         **options,
         opts=opts.merge(pulumi.ResourceOptions(delete_before_replace=True)),
     )
