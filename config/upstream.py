@@ -288,11 +288,6 @@ VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT = (
 )
 # policies.networkPolicy.workload.publicEgress.except's default; it leaves link-local (169.254.0.0/16, the
 # cloud metadata address) reachable: loft-sh/vcluster chart/values.yaml @v0.35.1.
-SPOOFABLE_VCLUSTER_LABELS = {"app": ("loft", "vcluster-snapshot")}
-# The control plane's NetworkPolicy admits pods labelled app=loft from any namespace and app=vcluster-snapshot
-# from its own, and the syncer copies a team's `app` label to the host unchanged:
-# chart/templates/networkpolicy.yaml, pkg/util/translate/single_namespace.go @v0.35.1.
-
 # --- the GPU sharing path a tenant pod may take (KAI v0.16.8, GPU Operator v26.3.3) ---------------
 
 GPU_FRACTION_ANNOTATIONS = ("gpu-fraction", "gpu-memory")

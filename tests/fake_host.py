@@ -170,6 +170,17 @@ TOOLS = (
 )
 
 
+MICROK8S_KUBELET_ARGS = """--kubeconfig=${SNAP_DATA}/credentials/kubelet.config
+--root-dir=${SNAP_COMMON}/var/lib/kubelet
+--fail-swap-on=false
+--eviction-hard="memory.available<100Mi,nodefs.available<1Gi,imagefs.available<1Gi"
+--container-runtime-endpoint=${SNAP_COMMON}/run/containerd.sock
+--cluster-dns=10.152.183.10
+"""
+"""A few lines of MicroK8s' kubelet arguments as installed, the dns add-on's included (canonical/microk8s
+microk8s-resources/default-args/kubelet @v1.36; canonical/microk8s-core-addons addons/dns/enable)."""
+
+
 @dataclass
 class FakeHost:
     root: Path
@@ -196,6 +207,10 @@ class FakeHost:
         path = self.root / "cluster.json"
         nodes: dict[str, dict[str, bool]] = json.loads(path.read_text())["nodes"] if path.exists() else {}
         return nodes
+
+    @property
+    def kubelet_args(self) -> list[str]:
+        return (self.root / "args-kubelet").read_text().splitlines()
 
     @property
     def tokens_file(self) -> Path:
@@ -241,4 +256,5 @@ def fake_host(root: Path, without: tuple[str, ...] = ()) -> FakeHost:
     for tool in TOOLS:
         if tool not in without:
             (bin_dir / tool).symlink_to(fake)
-    return FakeHost(root)
+    (root / "args-kubelet").write_text(MICROK8S_KUBELET_ARGS)
+    return FakeHost(root, {"ARGS_FILE": str(root / "args-kubelet")})

@@ -45,6 +45,7 @@ RUNS: dict[str, dict[str, str]] = {
     "kubeconfig.sh": {"ADDRESS": "198.51.100.7", "API_PORT": "16443"},
     "preflight.sh": {"UBUNTU_RELEASE": "24.04"},
     "microk8s-addons.sh": {"ADDONS": "dns"},
+    "kubelet-args.sh": {"KUBELET_FLAGS": "--pod-max-pids=4096"},
     "brev-instance.sh": {"ACTION": "ensure", "BREV_NAME": "gpu-tenancy-dev", "POLL_SECONDS": "0"},
     "microk8s-install.sh": {"MICROK8S_CHANNEL": "1.36/stable", "MARKER_DIR": "/tmp"},
     "microk8s-remove.sh": {"MARKER_DIR": "/nonexistent"},

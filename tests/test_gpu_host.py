@@ -24,7 +24,7 @@ PROVIDER = "pulumi:providers:kubernetes"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-mode\n-----END OPENSSH PRIVATE KEY-----\n"
 SSH = ({"mode": "ssh", "address": "203.0.113.20"}, {"sshPrivateKey": SSH_KEY})
 KUBECONFIG = ({"mode": "kubeconfig", "address": "203.0.113.10"}, {"kubeconfig": FAKE_KUBECONFIG})
-BOOTSTRAP_STEPS = ["preflight", "microk8s", "addons", "kubeconfig", "gpu-operator-check"]
+BOOTSTRAP_STEPS = ["preflight", "microk8s", "kubelet", "addons", "kubeconfig", "gpu-operator-check"]
 
 
 def _run(host: dict[str, Any] | None = None, secrets: dict[str, str] | None = None, **changes: Any) -> ProgramRun:
@@ -182,7 +182,8 @@ def _triggers(run: ProgramRun) -> dict[str, Any]:
     ("change", "rerun"),
     [
         pytest.param(
-            {"versions__microk8s": "1.37/stable"}, {"preflight", "addons", "kubeconfig", "gpu-operator-check"}
+            {"versions__microk8s": "1.37/stable"},
+            {"preflight", "kubelet", "addons", "kubeconfig", "gpu-operator-check"},
         ),
         pytest.param({"versions__gpuOperator": "v26.3.4"}, {"gpu-operator-check"}),
         pytest.param({"versions__kaiScheduler": "v0.17.0"}, set()),

@@ -11,6 +11,8 @@ import pytest
 
 from components.gpu_host.host_facts import parse_brev_ssh, parse_preflight
 from components.gpu_host.host_scripts import SCRIPTS_DIR, remote_command
+from components.gpu_host.kubelet_args import kubelet_flags
+from config.gpu_host.kubelet import KubeletSettings
 from tests.fake_host import FakeHost, fake_host
 
 CHANNEL = "1.36/stable"
@@ -91,6 +93,49 @@ def test_addons_already_enabled_are_left_alone_and_rbac_is_enforced(
     assert result.returncode == 0, result.stderr
     enabled = [call for call in host.calls() if call.startswith("microk8s enable")]
     assert enabled == expected
+
+
+# --- the kubelet's arguments ----------------------------------------------------------------------
+
+KUBELET_DEFAULTS = kubelet_flags(KubeletSettings())
+RESTART = "snap restart microk8s.daemon-kubelite"
+
+
+def _set_kubelet(host: FakeHost, flags: list[str]) -> subprocess.CompletedProcess[str]:
+    result = host.run("kubelet-args.sh", {"KUBELET_FLAGS": "\n".join(flags)})
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_the_kubelet_gets_the_platforms_arguments_once_and_keeps_microk8s_own(host: FakeHost) -> None:
+    before = host.kubelet_args
+    _set_kubelet(host, KUBELET_DEFAULTS)
+    after = host.kubelet_args
+    for flag in KUBELET_DEFAULTS:
+        assert after.count(flag) == 1, flag
+    assert [line for line in after if line.startswith("--eviction-hard")] == [KUBELET_DEFAULTS[2]], "replaced"
+    kept = [line for line in before if not line.startswith("--eviction-hard")]
+    assert set(kept) <= set(after), "MicroK8s' and the dns add-on's arguments stay"
+    assert host.calls().count(f"sudo -n {RESTART}") == 1
+
+
+def test_the_kubelet_restarts_only_when_an_argument_changes(host: FakeHost) -> None:
+    _set_kubelet(host, KUBELET_DEFAULTS)
+    _set_kubelet(host, KUBELET_DEFAULTS)
+    assert host.calls().count(f"sudo -n {RESTART}") == 1, "a second run changes nothing"
+    raised = kubelet_flags(KubeletSettings(pod_max_pids=8192))
+    _set_kubelet(host, raised)
+    assert "--pod-max-pids=8192" in host.kubelet_args
+    assert "--pod-max-pids=4096" not in host.kubelet_args
+    assert host.calls().count(f"sudo -n {RESTART}") == 2
+
+
+def test_every_kubelet_argument_survives_kubelites_reader() -> None:
+    """kubelite strips quotes and splits on spaces (ReadArgsFromFile): no value may hold a space."""
+    settings = KubeletSettings(eviction_hard={"nodefs.available": "12%", "memory.available": "1Gi"})
+    for flag in kubelet_flags(settings):
+        assert " " not in flag, flag
+        assert flag.replace('"', "").count("=") >= 1
 
 
 # --- kubeconfig and the API certificate --------------------------------------------------------

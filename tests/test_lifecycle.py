@@ -145,7 +145,7 @@ def _set(path: str, value: Any) -> Callable[[Config], None]:
 
 DASHBOARDS = "observability-dashboards"
 GATES = {"host-gpu-gate", "kai-gate", *(f"{team}-ready" for team in TEAMS)}
-BOOTSTRAP_AFTER_CHANNEL = {"host-preflight", "host-microk8s", "host-addons", "host-kubeconfig"}
+BOOTSTRAP_AFTER_CHANNEL = {"host-preflight", "host-microk8s", "host-kubelet", "host-addons", "host-kubeconfig"}
 
 CHANGES = [
     ("versions.kaiScheduler", "v0.17.0", {"kai-release", "kai-gate"}),
@@ -179,6 +179,9 @@ CHANGES = [
     ("tenants.1.minGpuMemoryMiB", 1024, {"team-vision-namespace"}),
     # The fence is the platform's NetworkPolicies, not the releases' values: no vCluster restarts for it.
     ("vcluster.blockedEgress", ["192.0.2.0/24"], {f"{team}-workloads" for team in TEAMS}),
+    # Each machine's kubelet arguments, and nothing else: kubelite restarts there.
+    ("host.kubelet.podMaxPids", 8192, {"host-kubelet"}),
+    ("host.kubelet.evictionHard", {"nodefs.available": "15%"}, {"host-kubelet"}),
 ]
 
 
@@ -196,7 +199,7 @@ def test_validate_only_admission_removes_just_the_mutating_policies(base: Progra
     assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for them"
 
 
-WORKER_STEPS = {"brev-instance", "brev-ssh", "preflight", "microk8s", "node", "join", "ready"}
+WORKER_STEPS = {"brev-instance", "brev-ssh", "preflight", "microk8s", "node", "join", "kubelet", "ready"}
 
 
 def test_adding_a_worker_touches_no_tenant_and_removing_it_restores_the_stack(base: ProgramRun) -> None:

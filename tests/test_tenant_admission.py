@@ -133,10 +133,6 @@ ATTACKS: dict[str, tuple[Callable[[str], Json], str]] = {
         lambda mode: as_team(mode, pod(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})),
         "CDI device annotations",
     ),
-    "spoofed-vcluster-platform-label": (
-        lambda mode: as_team(mode, pod(labels={"app": "loft"})),
-        "app=loft",
-    ),
 }
 
 

@@ -81,6 +81,9 @@ class Tenant:
                 {"k8s-app": "vcluster-kube-dns"},
                 {"vcluster.loft.sh/managed-by": "team-other"},
                 {"k8s-app": "kube-dns"},
+                # vCluster's own policies (off here) trusted these from any namespace.
+                {"app": "loft"},
+                {"app": "vcluster-snapshot"},
             )
         ):
             yield ",".join(labels), self.synced(f"sneaky-{index}", "default", labels, f"10.1.200.{index + 1}")

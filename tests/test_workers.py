@@ -218,11 +218,14 @@ def test_every_worker_is_preflighted_joined_and_awaited(ssh_run: ProgramRun) -> 
         join = _step(ssh_run, f"{address}-join")
         assert join.inputs["connection"]["host"] == address
         assert join.inputs["connection"]["user"] == "ubuntu", "a worker's user defaults to the host's"
-        for step in ("preflight", "microk8s", "join"):
+        for step in ("preflight", "microk8s", "join", "kubelet"):
             assert _step(ssh_run, f"{address}-{step}").inputs["connection"]["host"] == address
         for step in ("node", "ready"):
             assert _step(ssh_run, f"{address}-{step}").inputs["connection"]["host"] == "203.0.113.20"
-        assert _step(ssh_run, f"{address}-ready").depends_on(join)
+        # The join writes the control plane's kubelet arguments over the worker's: the platform's come after.
+        kubelet = _step(ssh_run, f"{address}-kubelet")
+        assert kubelet.depends_on(join)
+        assert _step(ssh_run, f"{address}-ready").depends_on(kubelet)
 
 
 def test_the_join_token_is_secret_wherever_it_goes(ssh_run: ProgramRun) -> None:
@@ -244,7 +247,8 @@ def test_removing_a_worker_undoes_its_steps_in_reverse(ssh_run: ProgramRun) -> N
     claim, install = _step(ssh_run, f"{worker}-node"), _step(ssh_run, f"{worker}-microk8s")
     deletes = {step.name: script_input(step.inputs["delete"], "ACTION") for step in (ready, join, claim)}
     assert deletes == {ready.name: "drain", join.name: "leave", claim.name: "remove"}
-    assert ready.depends_on(join)
+    assert ready.depends_on(_step(ssh_run, f"{worker}-kubelet"))
+    assert _step(ssh_run, f"{worker}-kubelet").depends_on(join)
     assert join.depends_on(claim)
     assert join.depends_on(install)
     assert "microk8s-remove" not in join.inputs.get("delete", "")

@@ -20,6 +20,7 @@ from components.gpu_host.brev_machine import brev_machine
 from components.gpu_host.gpu_gate import gpu_gate_grants, gpu_gate_steps, gpu_node_facts
 from components.gpu_host.host_facts import parse_preflight
 from components.gpu_host.host_scripts import MARKER_DIR, remote_command
+from components.gpu_host.kubelet_args import kubelet_flags
 from components.gpu_host.operator_values import operator_release_spec
 from components.gpu_host.remote_steps import remote_step
 from components.gpu_host.workers import ControlPlane, Worker, WorkerChecks, join_workers
@@ -225,6 +226,9 @@ class GpuHost(pulumi.ComponentResource):
             {"MICROK8S_CHANNEL": channel, "MARKER_DIR": MARKER_DIR},
             delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
         )
+        kubelet = "\n".join(kubelet_flags(host.kubelet))
+        # A refresh may rewrite MicroK8s' arguments: after an upgrade the kubelet's are checked again.
+        step("kubelet", "kubelet-args.sh", {"KUBELET_FLAGS": kubelet}, triggers=[channel])
         # After a MicroK8s upgrade, the add-ons, kubeconfig and operator check run again.
         addons = " ".join((*MICROK8S_ADDONS, *self._args.extra_addons))
         step("addons", "microk8s-addons.sh", {"ADDONS": addons}, triggers=[channel])
@@ -254,7 +258,7 @@ class GpuHost(pulumi.ComponentResource):
             self._name,
             machines,
             control_plane=ControlPlane(connection, address, running=kubeconfig),
-            checks=WorkerChecks(channel, expect, host.expected_gpu),
+            checks=WorkerChecks(channel, expect, host.expected_gpu, kubelet),
             parent=self,
         )
         api_port = pulumi.Output.from_input(host.api_port)

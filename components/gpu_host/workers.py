@@ -7,7 +7,8 @@ cluster of seven machines is ready as soon as one of two would be:
 - on the control plane: claim the worker's node name;
 - on the control plane, once for all workers: a fresh single-use join token per worker that is not a
   node yet (secret, never logged);
-- on the worker: join with its token; on the control plane: wait until its node is Ready.
+- on the worker: join with its token, then the platform's kubelet arguments; on the control plane: wait
+  until its node is Ready.
 
 Each step undoes itself in reverse when the worker is removed: drain the node, leave the cluster,
 remove the node, then MicroK8s comes off the worker if this stack installed it.
@@ -57,6 +58,8 @@ class WorkerChecks:
     channel: str
     expect: HostExpectations
     expected_gpu: str | None
+    kubelet_flags: str
+    """The platform's kubelet arguments, one per line, set on every worker as on the control plane."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,18 @@ def join_workers(
             after=[install, claim, tokens],
             delete=remote_command("worker-join.sh", {"ACTION": "leave"}),
         )
+        # The join wrote the control plane's arguments over the worker's: the platform's are set after it.
+        kubelet = remote_step(
+            f"{prefix}-kubelet",
+            connection=worker.connection,
+            script="kubelet-args.sh",
+            inputs={"KUBELET_FLAGS": checks.kubelet_flags},
+            parent=parent,
+            after=[join],
+            triggers=[checks.channel],
+        )
         # First to go: the node is drained while it is still in the cluster.
-        ready.append(_node_step(f"{prefix}-ready", "ready", "drain", node, connection=cp, parent=parent, after=[join]))
+        ready.append(
+            _node_step(f"{prefix}-ready", "ready", "drain", node, connection=cp, parent=parent, after=[kubelet])
+        )
     return JoinedWorkers(nodes, ready)

@@ -39,7 +39,6 @@ from config.upstream import (
     QUEUE_LABEL,
     SCHEDULER_NAME,
     SHARED_GPU_CONFIGMAP_ANNOTATION,
-    SPOOFABLE_VCLUSTER_LABELS,
     SYNCED_POD_LABEL,
 )
 
@@ -88,11 +87,6 @@ def pod_rules(*operations: str, ephemeral: bool = False) -> dict[str, Any]:
 def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
     """Every path from a tenant pod to another queue, a GPU outside KAI, the host's network policy, or KAI's
     own bookkeeping (kai_rules)."""
-    spoofed = " || ".join(
-        f"(has(object.metadata.labels) && '{key}' in object.metadata.labels && "
-        f"object.metadata.labels['{key}'] in {cel_list(values)})"
-        for key, values in SPOOFABLE_VCLUSTER_LABELS.items()
-    )
     return {
         "failurePolicy": "Fail",
         "matchConstraints": pod_rules("CREATE", "UPDATE", ephemeral=True),
@@ -196,7 +190,6 @@ def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
                 + ")",
                 "CDI device annotations are the device plugin's to set, not a pod's",
             ),
-            validation(f"!({spoofed})", "the labels app=loft and app=vcluster-snapshot are reserved"),
             *gang_validations(),
             *kai_validations(),
         ],

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from config.gpu_host.kubelet import KubeletSettings
 from config.issues import ConfigIssue
 from config.names import DNS_LABEL_MAX
 from config.types import ConfigModel, KubernetesName, dns_label, require_str
@@ -74,6 +75,7 @@ class HostExpectations(ConfigModel):
 class _BootstrapHost(ConfigModel):
     expect: HostExpectations = Field(default_factory=HostExpectations)
     api_port: int = Field(default=16443, ge=1, le=65535, description="MicroK8s' API server port.")
+    kubelet: KubeletSettings = Field(default_factory=KubeletSettings)
 
 
 MAX_WORKERS = 32
