@@ -72,6 +72,9 @@ admission = (
             settings=settings.vcluster,
             kai_namespace=settings.kai_scheduler.namespace,
             gang_controller_user=GANG_CONTROLLER_USER,
+            reserved_labels=settings.observability.grafana_labels,
+            # A kubelet this stack bootstraps defaults to RuntimeDefault (host.kubelet); another may not.
+            default_seccomp=not settings.bootstraps_host,
         ),
         opts=on_host,
     ).ready

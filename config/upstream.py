@@ -33,6 +33,22 @@ IMAGE_PROGRAMS: dict[str, frozenset[str]] = {KUBECTL_IMAGE: frozenset({KUBECTL})
 
 # Name and label length limits are in config/names.py.
 
+POD_SECURITY_RESTRICTED_VOLUMES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "image",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
+# The volume sources Pod Security `restricted` allows: kubernetes/pod-security-admission
+# policy/check_restrictedVolumes.go @v0.36.0 (`image` since v1.33, kubernetes/kubernetes#130394: it is no more
+# than a container image). Every other source (nfs, iscsi, rbd, cephfs, glusterfs, ...) is mounted by the
+# kubelet from the node's network, outside any NetworkPolicy.
+
 METADATA_NAME_LABEL = "kubernetes.io/metadata.name"
 # Set by the API server on every namespace: kubernetes/api core/v1/well_known_labels.go @v0.36.0.
 
@@ -209,6 +225,16 @@ GRAFANA_DASHBOARD_LABEL = ("grafana_dashboard", "1")
 # (grafana.sidecar.dashboards: label, labelValue, searchNamespace ALL): values.yaml @kube-prometheus-stack-88.5.3.
 # Its Grafana Service and admin Secret (admin-user, admin-password; random unless set) are both named
 # <release>-grafana, port 80: grafana-community/helm-charts charts/grafana templates @grafana-12.11.1.
+GRAFANA_SIDECAR_LABELS = (
+    "grafana_dashboard",
+    "grafana_datasource",
+    "grafana_alert",
+    "grafana_plugin",
+    "grafana_notifier",
+)
+# What each of Grafana's sidecars (dashboards, datasources, alerts, plugins, notifiers) loads, from ConfigMaps and
+# Secrets alike (`resource: both`), in the namespaces it searches: charts/grafana/values.yaml sidecar.*.label,
+# resource, searchNamespace @kube-prometheus-stack-88.5.3 (grafana chart inside it).
 MICROK8S_OBSERVABILITY_RELEASE = "kube-prom-stack"
 # MicroK8s' observability add-on installs kube-prometheus-stack as kube-prom-stack in namespace observability,
 # whose Prometheus selects ServiceMonitors labelled release=kube-prom-stack (serviceMonitorSelectorNilUsesHelmValues):

@@ -45,7 +45,13 @@ def _queues(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
 
 
 def _admission(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
-    args = TenantAdmissionArgs(settings.vcluster, "kai-scheduler", GANG_CONTROLLER_USER)
+    args = TenantAdmissionArgs(
+        settings.vcluster,
+        "kai-scheduler",
+        GANG_CONTROLLER_USER,
+        reserved_labels=settings.observability.grafana_labels,
+        default_seccomp=True,
+    )
     TenantAdmission("tenant-admission", args, opts=opts)
 
 

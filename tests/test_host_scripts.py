@@ -102,7 +102,7 @@ RESTART = "snap restart microk8s.daemon-kubelite"
 
 
 def _set_kubelet(host: FakeHost, flags: list[str]) -> subprocess.CompletedProcess[str]:
-    result = host.run("kubelet-args.sh", {"KUBELET_FLAGS": "\n".join(flags)})
+    result = host.run("kubelet-args.sh", {"KUBELET_FLAGS": " ".join(flags)})
     assert result.returncode == 0, result.stderr
     return result
 

@@ -29,6 +29,7 @@ from tests.charts import crd_errors, render_text
 from tests.conftest import GPU_OPERATOR_CHART, KAI_CHART, KUBE_PROMETHEUS_CHART, VCLUSTER_CHART
 from tests.pod_security import pod_specs, violations
 from tests.stacks import BOOTSTRAPPED, RELEASE, STACKS, Release, release_id, releases, stack
+from tests.tenant_pods import namespace as tenant_namespace
 from tests.tenant_pods import validating
 
 Json = dict[str, Any]
@@ -304,6 +305,27 @@ def test_prometheus_stays_on_the_node_that_holds_its_volume(name: str) -> None:
         assert selector == {"kubernetes.io/hostname": "gpu-node-1"}
     else:
         assert not selector
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_grafana_loads_only_the_platforms_namespace_and_only_by_labels_tenants_may_not_use(name: str) -> None:
+    """A tenant ConfigMap with any sidecar's LABEL is refused by the registered policies; each sidecar searches the
+    release's namespace only (no NAMESPACE: its own; ALL would read every team's)."""
+    run, release = stack(name), _stack_release(name)
+    sidecars = [
+        container
+        for obj in release.render()
+        if obj["kind"] == "Deployment"
+        for container in obj["spec"]["template"]["spec"]["containers"]
+        if container["name"].startswith("grafana-sc-")
+    ]
+    assert sidecars, "Grafana's sidecars are rendered"
+    for container in sidecars:
+        env = {e["name"]: e.get("value") for e in container.get("env") or []}
+        assert env.get("NAMESPACE", release.namespace) == release.namespace, container["name"]
+        labelled = {"metadata": {"name": "x", "labels": {env["LABEL"]: "1"}}, "data": {}}
+        request = Request(object=labelled, namespace=tenant_namespace(run, "team-nlp"), resource="configmaps")
+        assert [d for policy, binding in validating(run) for d in validate(policy, binding, request) or []], env
 
 
 def test_the_docs_list_every_host_port_a_rendered_pod_opens() -> None:

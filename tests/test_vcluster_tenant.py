@@ -122,7 +122,7 @@ def test_adding_a_fourth_team_changes_no_existing_tenant(dev_run: ProgramRun) ->
 def test_a_tenants_vcluster_starts_only_once_the_tenant_policies_exist(dev_run: ProgramRun, team: str) -> None:
     release = dev_run.one(RELEASE, f"{team}-vcluster")
     bindings = [r for r in dev_run.registrations if r.type.startswith(ADMISSION) and r.type.endswith("Binding")]
-    assert len(bindings) == 6
+    assert len(bindings) == 8
     for binding in bindings:
         assert release.depends_on(binding), f"no synced pod may come before {binding.name}"
         assert binding.inputs["spec"]["matchResources"] == {

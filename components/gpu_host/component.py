@@ -226,7 +226,7 @@ class GpuHost(pulumi.ComponentResource):
             {"MICROK8S_CHANNEL": channel, "MARKER_DIR": MARKER_DIR},
             delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
         )
-        kubelet = "\n".join(kubelet_flags(host.kubelet))
+        kubelet = " ".join(kubelet_flags(host.kubelet))
         # A refresh may rewrite MicroK8s' arguments: after an upgrade the kubelet's are checked again.
         step("kubelet", "kubelet-args.sh", {"KUBELET_FLAGS": kubelet}, triggers=[channel])
         # After a MicroK8s upgrade, the add-ons, kubeconfig and operator check run again.

@@ -59,7 +59,7 @@ class WorkerChecks:
     expect: HostExpectations
     expected_gpu: str | None
     kubelet_flags: str
-    """The platform's kubelet arguments, one per line, set on every worker as on the control plane."""
+    """The platform's kubelet arguments, space-separated, set on every worker as on the control plane."""
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,9 @@ def kube_prometheus_values(
     platform = {
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {"metricLabelsAllowlist": [NAMESPACE_LABELS_ALLOWLIST]},
-        "grafana": {"sidecar": {"dashboards": {"enabled": True}}},
+        # The chart's dashboard sidecar searches ALL namespaces (values.yaml @kube-prometheus-stack-88.5.3), where
+        # the syncers copy teams' ConfigMaps with their labels: only the platform's namespace is read.
+        "grafana": {"sidecar": {"dashboards": {"enabled": True, "searchNamespace": settings.namespace}}},
     }
     defaults = MICROK8S_COMPONENTS_OFF if microk8s else {}
     return deep_merge(deep_merge(defaults, settings.values), platform)

@@ -1,5 +1,6 @@
 """TenantAdmission: the host-side admission policies every tenant's pods pass, bound to all tenant namespaces."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +16,16 @@ from components.vcluster_tenant.gang_rules import (
     gang_name_policy_spec,
     podgroup_policy_spec,
 )
+from components.vcluster_tenant.object_rules import (
+    LABEL_POLICY,
+    SERVICE_POLICY,
+    reserved_label_policy_spec,
+    service_policy_spec,
+)
 from components.vcluster_tenant.policies import (
     CONFIGMAP_POLICY,
     POD_POLICY,
+    SECCOMP_POLICY,
     SYNCED_WORKLOAD,
     TENANT_NAMESPACES,
     binding_spec,
@@ -26,6 +34,7 @@ from components.vcluster_tenant.policies import (
     pod_policy_spec,
     pod_rules,
     policy_metadata,
+    seccomp_default_policy_spec,
 )
 from config.vcluster_tenant.tenants import VClusterConfig
 
@@ -37,6 +46,10 @@ class TenantAdmissionArgs:
     """Where KAI runs: only its binder writes a fraction's ConfigMaps, only its pod-grouper KAI's PodGroups."""
     gang_controller_user: str
     """The gang controller's username: with KAI's pod-grouper, the only maker of PodGroups in tenant namespaces."""
+    reserved_labels: Sequence[str]
+    """Labels no tenant ConfigMap or Secret may carry: what the platform's Grafana (or an existing one) loads by."""
+    default_seccomp: bool
+    """The kubelet gives no default seccomp profile (a cluster this stack did not build): the policies do."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -51,9 +64,13 @@ class TenantAdmission(pulumi.ComponentResource):
             TENANT_NAMESPACES, kai_namespace=args.kai_namespace, controller_user=args.gang_controller_user
         )
         gangs = consistency_policy_spec(pod_rules("CREATE"), SYNCED_WORKLOAD)
+        pods = pod_policy_spec(args.kai_namespace, require_seccomp=args.default_seccomp)
+        labels = reserved_label_policy_spec(args.reserved_labels)
         self.ready = [
-            self._policy(f"{name}-pods", POD_POLICY, pod_policy_spec(args.kai_namespace), validating=True, opts=child),
+            self._policy(f"{name}-pods", POD_POLICY, pods, validating=True, opts=child),
             self._policy(f"{name}-gpu-configmaps", CONFIGMAP_POLICY, configmaps, validating=True, opts=child),
+            self._policy(f"{name}-services", SERVICE_POLICY, service_policy_spec(), validating=True, opts=child),
+            self._policy(f"{name}-reserved-labels", LABEL_POLICY, labels, validating=True, opts=child),
             self._policy(f"{name}-podgroups", PODGROUP_POLICY, podgroups, validating=True, opts=child),
             self._policy(
                 f"{name}-gang-consistency",
@@ -71,6 +88,11 @@ class TenantAdmission(pulumi.ComponentResource):
                 self._policy(f"{name}-pin-queue", POD_POLICY, pinning, validating=False, opts=child),
                 self._policy(f"{name}-gang-names", GANG_POLICY, naming, validating=False, opts=child),
             ]
+            if args.default_seccomp:
+                seccomp = seccomp_default_policy_spec()
+                self.ready.append(
+                    self._policy(f"{name}-seccomp-default", SECCOMP_POLICY, seccomp, validating=False, opts=child)
+                )
         self.register_outputs({})
 
     @staticmethod

@@ -36,6 +36,7 @@ from config.upstream import (
     KAI_BINDER_USER,
     NO_GPU_VALUES,
     NVIDIA_VISIBLE_DEVICES,
+    POD_SECURITY_RESTRICTED_VOLUMES,
     QUEUE_LABEL,
     SCHEDULER_NAME,
     SHARED_GPU_CONFIGMAP_ANNOTATION,
@@ -84,9 +85,30 @@ def pod_rules(*operations: str, ephemeral: bool = False) -> dict[str, Any]:
     return {"namespaceSelector": TENANT_NAMESPACES, "resourceRules": rules}
 
 
-def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
-    """Every path from a tenant pod to another queue, a GPU outside KAI, the host's network policy, or KAI's
-    own bookkeeping (kai_rules)."""
+_VOLUMES = (
+    "!has(object.spec.volumes) || object.spec.volumes.all(v, "
+    + " || ".join(f"has(v.{source})" for source in POD_SECURITY_RESTRICTED_VOLUMES)
+    + ")"
+)
+_POD_SECCOMP = "has(object.spec.securityContext) && has(object.spec.securityContext.seccompProfile)"
+_CONTAINER_SECCOMP = "has(c.securityContext) && has(c.securityContext.seccompProfile)"
+
+
+def pod_policy_spec(kai_namespace: str, *, require_seccomp: bool = False) -> dict[str, Any]:
+    """Every path from a tenant pod to another queue, a GPU outside KAI, the node's network by a volume, or KAI's
+    own bookkeeping (kai_rules). `require_seccomp`: where the kubelet gives no default profile, a pod names one
+    (the seccomp default policy gives it RuntimeDefault first in mutate mode)."""
+    seccomp = (
+        [
+            validation(
+                f"{_POD_SECCOMP} || {every_container(_CONTAINER_SECCOMP)}",
+                "a tenant's pod names a seccomp profile (securityContext.seccompProfile.type: RuntimeDefault): "
+                "this cluster's kubelet runs a pod that names none Unconfined",
+            )
+        ]
+        if require_seccomp
+        else []
+    )
     return {
         "failurePolicy": "Fail",
         "matchConstraints": pod_rules("CREATE", "UPDATE", ephemeral=True),
@@ -190,6 +212,13 @@ def pod_policy_spec(kai_namespace: str) -> dict[str, Any]:
                 + ")",
                 "CDI device annotations are the device plugin's to set, not a pod's",
             ),
+            validation(
+                _VOLUMES,
+                f"a tenant's pods use only the volume types of Pod Security restricted "
+                f"({', '.join(POD_SECURITY_RESTRICTED_VOLUMES)}): the kubelet mounts the others (nfs, iscsi, "
+                "rbd, cephfs, ...) from the node's own network, past the tenant's NetworkPolicy",
+            ),
+            *seccomp,
             *gang_validations(),
             *kai_validations(),
         ],
@@ -235,6 +264,25 @@ def pinning_policy_spec() -> dict[str, Any]:
         # schedulerName is immutable once the pod exists: only creation is mutated.
         "matchConstraints": pod_rules("CREATE"),
         "matchConditions": [SYNCED_WORKLOAD],
+        "reinvocationPolicy": "IfNeeded",
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
+    }
+
+
+SECCOMP_POLICY = "gpu-tenancy-tenant-seccomp-default"
+
+
+def seccomp_default_policy_spec() -> dict[str, Any]:
+    """A new synced pod that names no pod-level seccomp profile gets RuntimeDefault, as a kubelet with
+    --seccomp-default would give it; a container's own profile still wins (Pod Security refuses Unconfined)."""
+    profile = "Object.spec.securityContext.seccompProfile{type: 'RuntimeDefault'}"
+    apply_configuration = (
+        f"Object{{spec: Object.spec{{securityContext: Object.spec.securityContext{{seccompProfile: {profile}}}}}}}"
+    )
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": pod_rules("CREATE"),
+        "matchConditions": [SYNCED_WORKLOAD, {"name": "no-pod-seccomp-profile", "expression": f"!({_POD_SECCOMP})"}],
         "reinvocationPolicy": "IfNeeded",
         "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
     }

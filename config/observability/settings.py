@@ -14,7 +14,7 @@ from config.issues import ConfigIssue, ConfigIssues
 from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
 from config.types import ConfigModel, HelmReleaseName, KubernetesName
-from config.upstream import GRAFANA_DASHBOARD_LABEL, MICROK8S_OBSERVABILITY_RELEASE
+from config.upstream import GRAFANA_DASHBOARD_LABEL, GRAFANA_SIDECAR_LABELS, MICROK8S_OBSERVABILITY_RELEASE
 
 COST_WINDOW_DAYS = 31
 """The longest window `fairshare cost` is meant for: a month, with a day to spare."""
@@ -26,6 +26,9 @@ KUBE_PROMETHEUS_STACK_OWNED_VALUES: OwnedValues = {
         "the dashboards and the cost report meet teams through the namespace labels it allows"
     ),
     ("grafana", "sidecar", "dashboards", "enabled"): "the dashboards are provisioned through the sidecar",
+    ("grafana", "sidecar", "dashboards", "searchNamespace"): (
+        "Grafana loads dashboards from observability.namespace only: a team's ConfigMap could replace the platform's"
+    ),
 }
 """kube-prometheus-stack values the platform sets (charts/kube-prometheus-stack/values.yaml @88.5.3)."""
 
@@ -73,6 +76,12 @@ class ObservabilityConfig(ConfigModel):
             return self.service_monitor_labels
         release = self.release_name if self.mode == "install" else MICROK8S_OBSERVABILITY_RELEASE
         return {"release": release}
+
+    @property
+    def grafana_labels(self) -> tuple[str, ...]:
+        """The labels Grafana loads ConfigMaps and Secrets by: its sidecars' own, and the dashboards' here. No tenant
+        object may carry one, whatever the mode: a cluster that is not this stack's may run a Grafana too."""
+        return tuple(dict.fromkeys([*GRAFANA_SIDECAR_LABELS, *self.dashboard_labels]))
 
     @model_validator(mode="after")
     def _platform_values_kept(self) -> "ObservabilityConfig":

@@ -28,6 +28,10 @@ DEFAULT_QUOTA: dict[str, str] = {
     "count/pods": "20",
     "count/services": "20",
     "count/endpoints": "40",
+    # The syncer writes a selector-less Service's Endpoints and EndpointSlices, each one more load on every node's
+    # kube-proxy (loft-sh/vcluster pkg/controllers/resources/endpointslices @v0.35.1); Kubernetes writes one slice
+    # per Service with a selector, which counts too.
+    "count/endpointslices.discovery.k8s.io": "40",
     # KAI keeps two ConfigMaps per fraction container (<prefix>-<i> and <prefix>-<i>-evar) in the namespace.
     "count/configmaps": "100",
     "count/secrets": "100",

@@ -9,10 +9,11 @@
 # A worker's file is overwritten with the control plane's when it joins (scripts/wrappers/join.py
 # store_base_kubelet_args @v1.36), so on a worker this runs after the join.
 #
-# Inputs (environment): KUBELET_FLAGS (one --flag=value per line), ARGS_FILE (optional).
+# Inputs (environment): KUBELET_FLAGS (--flag=value ..., space-separated: no value holds a space), ARGS_FILE
+# (optional).
 set -euo pipefail
 
-: "${KUBELET_FLAGS:?one --flag=value per line}"
+: "${KUBELET_FLAGS:?--flag=value ..., space-separated}"
 ARGS_FILE="${ARGS_FILE:-/var/snap/microk8s/current/args/kubelet}"
 
 log() { echo "[kubelet] $*" >&2; }
@@ -20,8 +21,8 @@ log() { echo "[kubelet] $*" >&2; }
 current=$(sudo -n cat "${ARGS_FILE}")
 updated="${current}"
 changed=0
-while IFS= read -r flag; do
-  [[ -n "${flag}" ]] || continue
+read -r -a flags <<<"${KUBELET_FLAGS}"
+for flag in "${flags[@]}"; do
   if grep -qxF -- "${flag}" <<<"${updated}"; then
     continue
   fi
@@ -30,7 +31,7 @@ while IFS= read -r flag; do
   updated+=$'\n'"${flag}"
   log "setting ${flag}"
   changed=1
-done <<<"${KUBELET_FLAGS}"
+done
 
 if ((changed)); then
   # tee keeps the file's owner and mode (root:microk8s 0660).
@@ -41,4 +42,4 @@ if ((changed)); then
 else
   log "the kubelet already runs with the platform's arguments"
 fi
-echo "kubelet=$(tr '\n' ' ' <<<"${KUBELET_FLAGS}" | sed 's/ *$//')"
+echo "kubelet=${KUBELET_FLAGS}"
