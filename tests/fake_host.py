@@ -16,6 +16,16 @@ from components.gpu_host.host_scripts import render_script
 FAKE = r"""#!/usr/bin/env bash
 tool=$(basename "$0")
 echo "${tool} $*" >> "${FAKE_LOG}"
+# FAKE_FAIL_AT=<n>: the n-th call of any fake tool fails, printing its whole command line, as a tool that
+# echoes its arguments in an error would (a failure injected at every point of a script).
+if [[ -n "${FAKE_FAIL_AT:-}" ]]; then
+  calls=$(wc -l < "${FAKE_LOG}")
+  if (( calls == FAKE_FAIL_AT )); then
+    echo "${tool}: failed: $*"
+    echo "${tool}: failed: $*" >&2
+    exit 1
+  fi
+fi
 listed() { [[ " ${2} " == *" ${1} "* ]]; }
 case "${tool}" in
   sudo) [[ "$1" == -n ]] && shift; exec "$@" ;;
@@ -220,8 +230,8 @@ class FakeHost:
         path = self.root / "brev.json"
         return {n: e["status"] for n, e in json.loads(path.read_text()).items()} if path.exists() else {}
 
-    def run(self, script: str, inputs: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        """Run the script exactly as shipped: rendered with its inputs, under bash."""
+    def run(self, script: str, inputs: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+        """Run the script exactly as shipped: rendered with its inputs, under bash, `stdin` on its stdin."""
         env = {
             "PATH": f"{self.root / 'bin'}:{os.environ['PATH']}",
             "HOME": str(self.root),
@@ -237,6 +247,7 @@ class FakeHost:
         return subprocess.run(
             ["bash", "-c", render_script(script, inputs)],
             env=env,
+            input=stdin,
             capture_output=True,
             text=True,
             check=False,

@@ -8,11 +8,14 @@ command the program registers is checked against that.
 """
 
 import base64
+from pathlib import Path
 
 import pytest
 
-from components.gpu_host.host_scripts import SCRIPTS_DIR
+from components.gpu_host.host_scripts import SCRIPTS_DIR, remote_command
 from harness import ProgramRun, Registration, dev_settings, run_main
+from harness.mocks import JOIN_TOKEN as JOIN_TOKEN_IN_MOCKS
+from tests.engine_rules import failure_text
 from tests.fake_host import FakeHost, fake_host
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleQ==\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -35,6 +38,7 @@ def _prepare(host: FakeHost) -> None:
     host.tokens_file.write_text(f"{JOIN_TOKEN}\n")
     (host.root / "markers").mkdir()
     (host.root / "markers" / "issued-join-tokens").write_text(f"{JOIN_TOKEN}\n")
+    (host.root / "markers" / "microk8s-installed").touch()
     host.cluster_nodes(gpu_node_3={"worker": True, "ready": True})
     # MicroK8s is already there, so the install step writes no marker outside the stand-in machine.
     host.state["FAKE_SNAP_CHANNEL"] = "1.36/stable"
@@ -48,13 +52,13 @@ RUNS: dict[str, dict[str, str]] = {
     "kubelet-args.sh": {"KUBELET_FLAGS": "--pod-max-pids=4096"},
     "brev-instance.sh": {"ACTION": "ensure", "BREV_NAME": "gpu-tenancy-dev", "POLL_SECONDS": "0"},
     "microk8s-install.sh": {"MICROK8S_CHANNEL": "1.36/stable", "MARKER_DIR": "/tmp"},
-    "microk8s-remove.sh": {"MARKER_DIR": "/nonexistent"},
+    "microk8s-remove.sh": {"MARKER_DIR": "{root}/markers"},
     "worker-tokens.sh": {
-        "WORKERS": "gpu-node-2",
+        "WORKERS": "gpu-node-2 gpu-node-4",
         "MARKER_DIR": "{root}/markers",
         "TOKENS_FILE": "{root}/cluster-tokens.txt",
     },
-    "worker-join.sh": {"ACTION": "join", "URLS": f"10.0.0.5:25000/{JOIN_TOKEN}/0a1b2c3d4e5f", "LOCK_DIR": "{root}"},
+    "worker-join.sh": {"ACTION": "join", "LOCK_DIR": "{root}"},
     "worker-node.sh": {"ACTION": "drain", "NODE_NAME": "gpu-node-3", "TIMEOUT_SECONDS": "5"},
     "gpu-operator-check.sh": {
         "NAMESPACE": "gpu-operator-resources",
@@ -62,6 +66,14 @@ RUNS: dict[str, dict[str, str]] = {
         "OPERATOR_SELECTOR": "a=b",
     },
 }
+
+
+STDIN = {"worker-join.sh": f"10.0.0.5:25000/{JOIN_TOKEN}/0a1b2c3d4e5f"}
+"""What a script gets on stdin: its secrets, never its script text."""
+
+
+def _inputs(host: FakeHost, script: str) -> dict[str, str]:
+    return {key: value.replace("{root}", str(host.root)) for key, value in RUNS[script].items()}
 
 
 def _carries(text: str) -> bool:
@@ -72,11 +84,11 @@ def _carries(text: str) -> bool:
 def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[bool, bool]]:
     """Script -> (its stdout carries a credential, its stderr does)."""
     found = {}
-    for script, inputs in RUNS.items():
+    for script in RUNS:
         host = fake_host(tmp_path_factory.mktemp(script))
         _prepare(host)
         host.state["FAKE_GPUS"] = "NVIDIA L40S, 46068, 580.95.05"
-        result = host.run(script, {key: value.replace("{root}", str(host.root)) for key, value in inputs.items()})
+        result = host.run(script, _inputs(host, script), STDIN.get(script, ""))
         assert result.returncode == 0, (script, result.stderr)
         found[script] = (_carries(result.stdout), _carries(result.stderr))
     return found
@@ -143,3 +155,54 @@ def test_a_command_that_logs_its_stdout_is_caught(printed: dict[str, tuple[bool,
 def test_every_script_is_checked() -> None:
     """A new script must be run here too, so a credential it prints cannot go unnoticed."""
     assert set(RUNS) == {script.name for script in SCRIPTS_DIR.glob("*.sh")}
+
+
+# --- a step that fails ----------------------------------------------------------------------------------------
+
+
+def _failing_runs(root: Path, script: str) -> list[str]:
+    """The script failed at each call of a tool in turn: each time, pulumi-command's error text for it."""
+    (root / "whole").mkdir()
+    host = fake_host(root / "whole")
+    _prepare(host)
+    host.state["FAKE_GPUS"] = "NVIDIA L40S, 46068, 580.95.05"
+    host.run(script, _inputs(host, script), STDIN.get(script, ""))
+    calls = len(host.calls())
+    texts = []
+    for at in range(1, calls + 1):
+        (root / f"fail-{at}").mkdir()
+        broken = fake_host(root / f"fail-{at}")
+        _prepare(broken)
+        broken.state.update(FAKE_GPUS="NVIDIA L40S, 46068, 580.95.05", FAKE_FAIL_AT=str(at))
+        inputs = _inputs(broken, script)
+        result = broken.run(script, inputs, STDIN.get(script, ""))
+        if result.returncode != 0:
+            texts.append(failure_text(remote_command(script, inputs), result.stdout, result.stderr))
+    return texts
+
+
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_a_step_that_fails_anywhere_shows_no_credential_in_its_error(tmp_path: Path, script: str) -> None:
+    """pulumi-command's error holds the whole script and all it printed, whatever `logging` says: every tool call
+    of every script fails in turn on the stand-in machine (its tool echoing its arguments), and no credential the
+    script was given or fetched may be in the error."""
+    texts = _failing_runs(tmp_path, script)
+    assert texts, "the failures were injected"
+    leaked = [text for text in texts if _carries(text)]
+    assert leaked == [], leaked[0] if leaked else ""
+
+
+def test_no_registered_command_has_a_secret_in_its_script_text_or_environment(commands: list[Registration]) -> None:
+    """Secrets reach a command on stdin only: its script text is in every error it raises."""
+    for command in commands:
+        assert not {"create", "update", "delete", "environment"} & command.secret_inputs, command.name
+        assert not _carries(repr({k: command.inputs.get(k) for k in ("create", "update", "delete", "environment")}))
+        assert command.inputs.get("addPreviousOutputInEnv") is False or command.type.startswith("command:local:")
+
+
+def test_the_join_token_goes_on_stdin_as_a_secret(commands: list[Registration]) -> None:
+    joins = [c for c in commands if c.name.endswith("-join")]
+    assert joins
+    for join in joins:
+        assert "stdin" in join.secret_inputs
+        assert JOIN_TOKEN_IN_MOCKS in join.inputs["stdin"]

@@ -20,6 +20,7 @@ def remote_step(
     triggers: Sequence[pulumi.Input[str]] = (),
     delete: pulumi.Input[str] | None = None,
     secret_output: bool = False,
+    stdin: pulumi.Input[str] | None = None,
 ) -> command.remote.Command:
     """The rendered script, run once `after` finished.
 
@@ -27,8 +28,12 @@ def remote_step(
     which also re-runs it. Only steps without a delete command take triggers: replacing
     a step that has one would run its teardown. A step whose output is a credential keeps
     it out of the logs (pulumi-command streams stdout by default, and secretness applies
-    only to state: provider/pkg/provider/local/commandOutputs.go @v1.2.1). A secret input
-    makes the whole rendered script secret, in state and in preview diffs.
+    only to state: provider/pkg/provider/local/commandOutputs.go @v1.2.1).
+
+    `inputs` are never secret: a failed step's error holds the whole script text and
+    everything it printed, whatever `logging` says (`fmt.Errorf("%w: running %q:\n%s", ...)`,
+    remote/commandOutputs.go @v1.2.1). A secret goes on `stdin`, which is piped to the
+    session, kept secret in state, and in no error text.
     """
     rendered = pulumi.Output.all(**inputs).apply(lambda values: remote_command(script, values))
     return command.remote.Command(
@@ -36,7 +41,11 @@ def remote_step(
         connection=connection,
         create=rendered,
         delete=delete,
+        stdin=stdin,
         triggers=list(triggers) or None,
+        # The previous stdout would go as PULUMI_COMMAND_STDOUT over SSH setenv, which sshd refuses unless
+        # AcceptEnv allows it: a warning on every update (remote/commandOutputs.go @v1.2.1). No step reads it.
+        add_previous_output_in_env=False,
         logging=command.remote.Logging.STDERR if secret_output else None,
         opts=pulumi.ResourceOptions(
             parent=parent,

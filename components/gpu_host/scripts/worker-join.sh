@@ -13,12 +13,12 @@
 # The URLs carry a single-use token: MicroK8s' own output is passed through a filter that blanks
 # tokens before it reaches stderr, and stdout says only `joined=true`.
 #
-# Inputs (environment): ACTION, URLS (space-separated <ip>:<port>/<token>/<check>; empty once
-# joined), LOCK_DIR (optional), CONNECT_TIMEOUT_SECONDS (optional).
+# Inputs (environment): ACTION, LOCK_DIR (optional), CONNECT_TIMEOUT_SECONDS (optional). On stdin, for
+# ACTION=join: the join URLs, space-separated <ip>:<port>/<token>/<check>, empty once joined. They never
+# go in the script text, which a failed step's error prints whole.
 set -euo pipefail
 
 : "${ACTION:?join or leave}"
-URLS="${URLS:-}"
 LOCK_DIR="${LOCK_DIR:-/var/snap/microk8s/current/var/lock}"
 CONNECT_TIMEOUT_SECONDS="${CONNECT_TIMEOUT_SECONDS:-5}"
 
@@ -38,6 +38,7 @@ if [[ "${ACTION}" == leave ]]; then
 fi
 
 [[ "${ACTION}" == join ]] || fail "unknown ACTION ${ACTION}: join or leave"
+URLS=$(cat)
 if joined; then
   log "this machine already joined the cluster"
   echo "joined=true"

@@ -10,7 +10,9 @@
 # step finds it joined. Joins run only after this step, so nothing else writes the file meanwhile.
 #
 # Prints `join.<node>=<add-node's JSON on one line>` per worker that needs a token: credentials,
-# which the caller keeps secret and out of the logs. Nothing that names a token goes to stderr.
+# which the caller keeps secret and out of the logs. They are printed last, all at once, after every
+# call that could fail: a failed step's error holds all it printed (pulumi-command
+# remote/commandOutputs.go @v1.2.1). Nothing that names a token goes to stderr or on a command line.
 #
 # Inputs (environment): WORKERS (space-separated node names), MARKER_DIR, TOKENS_FILE (optional).
 set -euo pipefail
@@ -23,16 +25,21 @@ issued="${MARKER_DIR}/issued-join-tokens"
 log() { echo "[workers] $*" >&2; }
 
 sudo -n mkdir -p "${MARKER_DIR}"
-if sudo -n test -s "${issued}"; then
-  while read -r token; do
-    if [[ "${token}" =~ ^[0-9a-f]{32}$ ]] && sudo -n test -e "${TOKENS_FILE}"; then
-      sudo -n sed -i "/^${token}\$/d" "${TOKENS_FILE}"
-    fi
-  done < <(sudo -n cat "${issued}")
+if sudo -n test -s "${issued}" && sudo -n test -e "${TOKENS_FILE}"; then
+  # The tokens to drop are read from the file (grep -f), never put on a command line.
+  found=0
+  remaining=$(sudo -n grep -vxF -f "${issued}" "${TOKENS_FILE}") || found=$?
+  ((found <= 1)) || { log "could not read the cluster agent's token file"; exit 1; }
+  if [[ -n "${remaining}" ]]; then
+    printf '%s\n' "${remaining}" | sudo -n tee "${TOKENS_FILE}" >/dev/null
+  else
+    sudo -n truncate -s 0 "${TOKENS_FILE}"
+  fi
   log "revoked the join tokens of earlier runs that no worker used"
 fi
 sudo -n install -m 600 /dev/null "${issued}"
 
+tickets=""
 for node in ${WORKERS}; do
   if sudo -n microk8s kubectl get node "${node}" -o name >/dev/null 2>&1; then
     log "${node} is already a node of the cluster"
@@ -44,5 +51,6 @@ for node in ${WORKERS}; do
   [[ -n "${token}" ]] || { log "microk8s add-node printed no token for ${node}"; exit 1; }
   echo "${token}" | sudo -n tee -a "${issued}" >/dev/null
   log "issued a single-use join token for ${node}"
-  echo "join.${node}=${ticket}"
+  tickets+="join.${node}=${ticket}"$'\n'
 done
+printf '%s' "${tickets}"
