@@ -11,11 +11,12 @@ from components.observability import Observability, ObservabilityArgs
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.vcluster_tenant import (
     NODE_PORTS_OUTPUT,
+    NodePortMemory,
+    NodePortMemoryArgs,
     TenantAdmission,
     TenantAdmissionArgs,
     VClusterTenant,
     VClusterTenantArgs,
-    node_port_assignment,
 )
 from config.pulumi_stack import load_stack_inputs
 from config.upstream import MICROK8S_INGRESS_ADDON
@@ -46,6 +47,7 @@ host = GpuHost(
         ssh_private_key=inputs.secrets.get("sshPrivateKey"),
         # Tenants exposed by SNI are routed by MicroK8s' ingress add-on (Traefik) on the host's port 443.
         extra_addons=(MICROK8S_INGRESS_ADDON,) if settings.vcluster.expose == "sni" else (),
+        secret_operator_values="gpuOperator" in inputs.secret_values,
     ),
 )
 # Everything else runs on the host cluster, through its provider (never the ambient kubeconfig).
@@ -58,6 +60,7 @@ kai = KaiScheduler(
         kubectl_version=settings.versions.kubectl,
         cdi_enabled=installed_operator_runs_cdi(settings.gpu_operator, microk8s=settings.bootstraps_host),
         depends_on=[host.ready],
+        secret_values="kaiScheduler" in inputs.secret_values,
     ),
     opts=on_host,
 )
@@ -81,14 +84,14 @@ admission = (
     if settings.tenants
     else []
 )
-# Node ports stay with their team from one `up` to the next (expose: nodePort).
-ports = node_port_assignment(settings)
+# Node ports stay with their team from one `up` to the next (expose: nodePort), remembered on the host.
+ports = NodePortMemory("node-ports", NodePortMemoryArgs(settings), opts=on_host)
 tenants = {
     tenant.name: VClusterTenant(
         tenant.name,
         VClusterTenantArgs(
             tenant=tenant,
-            ports=ports.apply(partial(PortAssignment.of, tenant=tenant.name)),
+            ports=ports.assignment.apply(partial(PortAssignment.of, tenant=tenant.name)),
             settings=settings.vcluster,
             version=settings.versions.vcluster or "",
             kubectl_version=settings.versions.kubectl,
@@ -97,7 +100,8 @@ tenants = {
             machine_addresses=host.machine_addresses,
             host_cluster_identifier=host.cluster_identifier,
             control_plane_node=host.control_plane_node,
-            admission=admission,
+            secret_values="tenants" in inputs.secret_values,
+            waits_for=[*admission, *ports.remembered],
         ),
         opts=on_host,
     )
@@ -122,6 +126,7 @@ if settings.observability.enabled:
             limits={q.name: q.resources.gpu.limit for q in settings.queues},
             microk8s=settings.bootstraps_host,
             prometheus_node=host.control_plane_node,
+            secret_values="observability" in inputs.secret_values,
         ),
         opts=on_host,
     )
@@ -138,4 +143,4 @@ pulumi.export("queues", queues.queue_names)
 pulumi.export("leafQueues", queues.leaf_names)
 pulumi.export("tenantKubeconfigs", pulumi.Output.secret({name: t.kubeconfig for name, t in tenants.items()}))
 pulumi.export("tenantEndpoints", {name: t.endpoint for name, t in tenants.items()})
-pulumi.export(NODE_PORTS_OUTPUT, ports.apply(lambda assignment: assignment.to_data()))
+pulumi.export(NODE_PORTS_OUTPUT, ports.assignment.apply(lambda assignment: assignment.to_data()))

@@ -10,7 +10,15 @@ import pulumi
 import pulumi.runtime
 
 from config.issues import PROJECT, ConfigError
-from config.sources import SECRET_KEYS, decode_structured, load_settings, secret_problems, split_project_keys
+from config.sources import (
+    SECRET_KEYS,
+    SECRET_VALUE_KEYS,
+    decode_structured,
+    load_settings,
+    secret_problems,
+    split_project_keys,
+    structured_secret_problems,
+)
 from config.stack import StackConfig
 
 
@@ -19,6 +27,9 @@ class StackInputs:
     settings: StackConfig
     secrets: dict[str, pulumi.Output[str]]
     """Credentials the host mode needs (`kubeconfig`, `sshPrivateKey`), secret from the moment they are read."""
+    secret_values: frozenset[str]
+    """Structured keys with a secret inside (SECRET_VALUE_KEYS): the Helm values and manifests made from them are
+    Pulumi secrets."""
 
 
 def _project_keys() -> dict[str, str | None]:
@@ -32,9 +43,11 @@ def load_stack_inputs() -> StackInputs:
     """Validate everything before any resource exists; any problem ends the run as one RunError."""
     keys = _project_keys()
     plain = {key: decode_structured(value) for key, value in keys.items() if key not in SECRET_KEYS}
+    # `--path --secret` marks the whole top-level key secret; its value is read here as plain text.
+    secret_structured = {key for key in plain if pulumi.runtime.is_config_secret(f"{PROJECT}:{key}")}
     try:
         settings = load_settings({**plain, **dict.fromkeys(SECRET_KEYS & keys.keys())})
-        problems = secret_problems(settings, keys.keys())
+        problems = structured_secret_problems(secret_structured) + secret_problems(settings, keys.keys())
         if problems:
             raise ConfigError(problems)
     except ConfigError as error:
@@ -43,4 +56,6 @@ def load_stack_inputs() -> StackInputs:
         pulumi.log.warn(warning)
     config = pulumi.Config(PROJECT)
     secrets = {key: config.require_secret(key) for key in SECRET_KEYS & keys.keys()}
-    return StackInputs(settings=settings, secrets=secrets)
+    return StackInputs(
+        settings=settings, secrets=secrets, secret_values=frozenset(secret_structured & SECRET_VALUE_KEYS)
+    )

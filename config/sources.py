@@ -28,6 +28,22 @@ def required_secrets(settings: StackConfig) -> frozenset[str]:
     return frozenset({"kubeconfig": {"kubeconfig"}, "ssh": {"sshPrivateKey"}}.get(settings.host.mode, set()))
 
 
+SECRET_VALUE_KEYS = frozenset({"tenants", "kaiScheduler", "gpuOperator", "observability"})
+"""Structured keys whose secret parts (`pulumi config set --path --secret`) can only be Helm values or add-on
+manifests: those stay secret through to the release's inputs, its state and previews."""
+
+
+def structured_secret_problems(secret_keys: Iterable[str]) -> list[str]:
+    """Pulumi marks the whole top-level key secret when any path under it is; where no part of the key can carry a
+    secret to a resource as one, the secret would be read as plain text: refused."""
+    return [
+        f"{key_path((key,))} holds a secret value (set with `pulumi config set --path --secret`): nothing under it "
+        "is kept secret on its way to the cluster; set it without --secret, or put secrets in Helm values under "
+        f"{', '.join(sorted(SECRET_VALUE_KEYS))}"
+        for key in sorted(set(secret_keys) - SECRET_VALUE_KEYS - SECRET_KEYS)
+    ]
+
+
 def secret_problems(settings: StackConfig, present: Iterable[str]) -> list[str]:
     """A missing credential, or one the chosen mode would silently ignore, are both mistakes."""
     present = set(present)

@@ -1,6 +1,8 @@
 """Mocks whose outputs are shaped like the real providers', so code that reads outputs is exercised."""
 
 import base64
+import json
+import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -41,9 +43,11 @@ GPU_NODE_LABELS = {
     "nvidia.com/gpu.memory": "46068",
     "nvidia.com/cuda.driver-version.full": "580.95.05",
 }
+BREV_ADDRESS = "198.51.100.7"
+"""Where the reference Brev instance answers SSH, until a test moves it."""
 COMMAND_STDOUT = {
-    "brev-instance": "created=true\n",
-    "brev-ssh": "address=198.51.100.7\nuser=ubuntu\nport=22\nprivateKey="
+    "brev-instance": "created=true\nid=inst-0123456789\ngpuName=L40S\ncloud=nebius\ninstanceType=\n",
+    "brev-ssh": f"address={BREV_ADDRESS}\nuser=ubuntu\nport=22\nprivateKey="
     + base64.b64encode(FAKE_HOST_KEY.encode()).decode()
     + "\n",
     "preflight": "hostname=gpu-node-1\nubuntu=24.04\ngpu=NVIDIA L40S|46068|580.95.05\n",
@@ -79,6 +83,9 @@ def command_stdout(name: str, inputs: Mapping[str, Any]) -> str:
     worker = name.removeprefix("host-").removesuffix(f"-{step}")
     if step == "preflight" and worker != "preflight":
         return COMMAND_STDOUT[step].replace("gpu-node-1", f"gpu-node-{worker.replace('.', '-')}")
+    if step == "kubeconfig":
+        # kubeconfig.sh writes the address it was given as the server.
+        return COMMAND_STDOUT[step].replace(BREV_ADDRESS, script_input(inputs["create"], "ADDRESS"))
     return COMMAND_STDOUT.get(step, "")
 
 
@@ -93,7 +100,7 @@ def tenant_kubeconfig(tenant: str) -> str:
     )
 
 
-STACK_REFERENCE = "pulumi:pulumi:StackReference"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 SECRET = "kubernetes:core/v1:Secret"
 NODE = "kubernetes:core/v1:Node"
 ENDPOINT_SLICE = "kubernetes:discovery.k8s.io/v1:EndpointSlice"
@@ -104,12 +111,13 @@ API_SERVER_ENDPOINT = ("10.0.0.10", 16443)
 class RealisticMocks(Mocks):
     """Outputs shaped like the real providers', so code that reads outputs is exercised.
 
-    `previous` is what the stack exported on its previous `up` ({} for a fresh stack), which
-    a StackReference to the stack itself reads.
+    `previous` is what the world holds from earlier `up`s ({} for a fresh stack): `nodePorts`, the node-port
+    memory on the host as the last `up` wrote it; `brevAddress`, where the Brev instance answers SSH now.
     """
 
     def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
         self.previous = dict(previous or {})
+        self.invokes: list[tuple[str, dict[str, Any]]] = []
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
@@ -117,7 +125,7 @@ class RealisticMocks(Mocks):
             return f"{args.name}-provider-id", inputs
         if args.typ.startswith("command:"):
             return f"{args.name}-id", {**inputs, "stdout": command_stdout(args.name, inputs), "stderr": ""}
-        if args.resource_id and args.typ in {STACK_REFERENCE, SECRET, NODE, ENDPOINT_SLICE}:
+        if args.resource_id and args.typ in {CONFIG_MAP, SECRET, NODE, ENDPOINT_SLICE}:
             return args.resource_id, self._read(args.typ, args.resource_id)
         if args.typ == "kubernetes:helm.sh/v3:Release":
             plain, _ = unwrap_secrets(inputs)
@@ -139,8 +147,11 @@ class RealisticMocks(Mocks):
 
     def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
         """What a read finds once the gates have passed: a tenant's kubeconfig, a GPU node, the last `up`'s outputs."""
-        if typ == STACK_REFERENCE:
-            return {"name": resource_id, "outputs": self.previous, "secretOutputNames": []}
+        if typ == CONFIG_MAP:
+            # The node-port memory, as the previous `up` wrote it (nothing on a fresh cluster).
+            namespace, name = resource_id.split("/")
+            data = {"ports.json": json.dumps(self.previous["nodePorts"])} if "nodePorts" in self.previous else {}
+            return {"metadata": {"namespace": namespace, "name": name}, "data": data}
         if typ == ENDPOINT_SLICE:
             address, port = API_SERVER_ENDPOINT
             return {
@@ -162,8 +173,17 @@ class RealisticMocks(Mocks):
         encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
         return {"metadata": {"namespace": namespace, "name": name}, "data": encoded}
 
-    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """`command:local:run` of brev-ssh.sh: how the instance is reached now (`previous["brevAddress"]`, once
+        it moved)."""
+        self.invokes.append((args.token, dict(args.args)))
+        if args.token == "command:local:run":
+            found = re.search(r"^BREV_NAME=(\S+)$", str(args.args.get("command", "")), re.MULTILINE)
+            if found:
+                address = str(self.previous.get("brevAddress", BREV_ADDRESS))
+                stdout = COMMAND_STDOUT["brev-ssh"].replace(BREV_ADDRESS, address)
+                return {**args.args, "stdout": stdout, "stderr": ""}, []
+        return {}, []
 
 
 class FreshPreviewMocks(RealisticMocks):
@@ -176,9 +196,6 @@ class FreshPreviewMocks(RealisticMocks):
     """
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        if args.typ == STACK_REFERENCE:
-            # Read in a preview too, and a fresh stack has exported nothing yet.
-            return args.resource_id, self._read(args.typ, str(args.resource_id))
         if args.resource_id:
             # A read whose id is still unknown is skipped by the engine in a preview.
             return "", {}

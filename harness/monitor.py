@@ -32,6 +32,7 @@ class Registration:
     read: bool = False
     retain_on_delete: bool = False
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
     aliases: list[dict[str, Any]] = field(default_factory=list)
     """What the program says this resource was once: `{"urn": ...}`, or a spec (name, type, stack, project,
     parentUrn, noParent) with empty fields meaning "as now", which the engine turns into URNs."""
@@ -124,6 +125,7 @@ class RecordingMonitor(MockMonitor):
                 read=read,
                 retain_on_delete=getattr(request, "retainOnDelete", False),
                 ignore_changes=list(getattr(request, "ignoreChanges", [])),
+                replace_on_changes=list(getattr(request, "replaceOnChanges", [])),
                 aliases=[_alias(alias) for alias in getattr(request, "aliases", [])],
             )
         )

@@ -5,7 +5,7 @@ import functools
 import json
 import logging
 import runpy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,18 @@ class ProgramRun:
     exports: dict[str, ExportedValue] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     infos: list[str] = field(default_factory=list)
+    invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Each provider function the program called, with its arguments: (token, args)."""
+
+    def world_after(self) -> dict[str, Any]:
+        """What this `up` leaves for the next one to find (the `previous` of run_main): the node-port memory it wrote
+        on the host."""
+        for registration in self.registrations:
+            if registration.type == "kubernetes:core/v1:ConfigMapPatch" and "ports.json" in (
+                registration.inputs.get("data") or {}
+            ):
+                return {"nodePorts": json.loads(registration.inputs["data"]["ports.json"])}
+        return {}
 
     def of_type(self, type_: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_]
@@ -105,13 +117,16 @@ def run_pulumi(
     *,
     preview: bool = False,
     previous: Mapping[str, Any] | None = None,
+    secret_config: Sequence[str] = (),
 ) -> ProgramRun:
-    """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy.
+    """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy. `secret_config`: config
+    keys Pulumi holds as secret, as `pulumi config set --path --secret` under them makes them.
 
     With `preview`, the run is a dry run of a fresh stack (see FreshPreviewMocks).
     """
     attempt = attempt or Attempt()
-    monitor = RecordingMonitor(FreshPreviewMocks(previous) if preview else RealisticMocks(previous))
+    mocks = FreshPreviewMocks(previous) if preview else RealisticMocks(previous)
+    monitor = RecordingMonitor(mocks)
     capture = _LogCapture()
     logger = logging.getLogger(f"gpu-tenancy-tests-{id(monitor)}")
     logger.addHandler(capture)
@@ -128,9 +143,10 @@ def run_pulumi(
     )
     all_config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
     all_config.update({f"{PROJECT}:{k}": v for k, v in (secrets or {}).items()})
-    pulumi.runtime.set_all_config(all_config, secret_keys=[f"{PROJECT}:{k}" for k in secrets or {}])
+    secret_keys = [f"{PROJECT}:{k}" for k in [*(secrets or {}), *secret_config]]
+    pulumi.runtime.set_all_config(all_config, secret_keys=secret_keys)
 
-    run = ProgramRun(registrations=monitor.registrations)
+    run = ProgramRun(registrations=monitor.registrations, invokes=mocks.invokes)
     exported: dict[str, Any] = {}
     attempt.run = run
 
@@ -172,29 +188,38 @@ def run_main(
     preview: bool = False,
     shared: bool = True,
     previous: Mapping[str, Any] | None = None,
+    secret_config: Sequence[str] = (),
 ) -> ProgramRun:
     """Run `__main__.py` exactly as `pulumi up` (or, with `preview`, a fresh stack's `pulumi preview`) would.
 
     The program is deterministic (a test runs it twice with `shared=False` to check), so a run is
     shared by every test that asks for the same inputs; tests treat it as read-only.
     """
-    key = json.dumps([config, secrets or {}, stack, preview, previous or {}], sort_keys=True)
+    key = json.dumps([config, secrets or {}, stack, preview, previous or {}, list(secret_config)], sort_keys=True)
     return _cached_run(key) if shared else _cached_run.__wrapped__(key)
 
 
 @functools.cache
 def _cached_run(key: str) -> ProgramRun:
-    config, secrets, stack, preview, previous = json.loads(key)
-    return run_pulumi(_main, config=config, secrets=secrets, stack=stack, preview=preview, previous=previous)
+    config, secrets, stack, preview, previous, secret_config = json.loads(key)
+    return run_pulumi(
+        _main,
+        config=config,
+        secrets=secrets,
+        stack=stack,
+        preview=preview,
+        previous=previous,
+        secret_config=secret_config,
+    )
 
 
 def attempt_main(
-    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None
+    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None, secret_config: Sequence[str] = ()
 ) -> tuple[BaseException | None, ProgramRun]:
     """Like run_main, but hands back the error together with whatever was registered before it."""
     attempt = Attempt()
     try:
-        run = run_pulumi(_main, config=config, secrets=secrets, attempt=attempt)
+        run = run_pulumi(_main, config=config, secrets=secrets, attempt=attempt, secret_config=secret_config)
     except Exception as error:
         assert attempt.run is not None
         return error, attempt.run

@@ -7,8 +7,129 @@
 """
 
 import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from harness import ProgramRun, Registration
 
 
 def failure_text(command: str, stdout: str, stderr: str, exit_error: str = "exit status 1") -> str:
     """What `pulumi up` prints when a command step fails. Go's %q escapes as JSON does for this text."""
     return f"{exit_error}: running {json.dumps(command)}:\n{stdout}{stderr}"
+
+
+# --- what an `up` does to each resource -------------------------------------------------------------------------
+#
+# The engine's step generator (pulumi/pulumi pkg/resource/deploy/step_generator.go @v3.259.0), for the rules this
+# program relies on:
+# - ignoreChanges: the old value of each ignored path is put into the new inputs before any diff
+#   (processIgnoreChanges);
+# - replaceOnChanges: a change under one of its paths replaces the resource, whatever the provider says
+#   (pulumi-command's SDKs add `triggers[*]`: provider/pkg/provider/common/inputs.go @v1.2.1);
+# - a resource whose provider is replaced is replaced too;
+# - a replacement creates the new resource first and deletes the old one at the end of the update, in reverse
+#   dependency order, unless deleteBeforeReplace;
+# - the Kubernetes provider replaces itself when its clusterIdentifier changes, and not otherwise while it is set
+#   (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig @v4.32.0); a Helm release is replaced
+#   when its name or namespace changes (helm_release.go Diff, forceNewFields ".name", ".namespace"), any other
+#   object when its metadata.name or metadata.namespace does.
+
+_PATH = re.compile(r"[^.\[\]]+|\[(\d+|\*)\]")
+
+
+def _parts(path: str) -> list[str]:
+    return [m.group(1) if m.group(1) is not None else m.group(0) for m in _PATH.finditer(path)]
+
+
+def _get(value: Any, parts: list[str]) -> Iterator[Any]:
+    if not parts:
+        yield value
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*" and isinstance(value, list):
+        for item in value:
+            yield from _get(item, rest)
+    elif head.isdigit() and isinstance(value, list) and int(head) < len(value):
+        yield from _get(value[int(head)], rest)
+    elif isinstance(value, dict) and head in value:
+        yield from _get(value[head], rest)
+
+
+def _set(value: Any, parts: list[str], new: Any) -> None:
+    head, rest = parts[0], parts[1:]
+    if head.isdigit() and isinstance(value, list) and int(head) < len(value):
+        if rest:
+            _set(value[int(head)], rest, new)
+        else:
+            value[int(head)] = new
+    elif isinstance(value, dict):
+        if rest:
+            _set(value.setdefault(head, {}), rest, new)
+        else:
+            value[head] = new
+
+
+def _with_ignored(old: Registration, new: Registration) -> dict[str, Any]:
+    inputs: dict[str, Any] = json.loads(json.dumps(new.inputs, default=str))
+    for path in new.ignore_changes:
+        for value in _get(old.inputs, _parts(path)):
+            _set(inputs, _parts(path), value)
+    return inputs
+
+
+@dataclass(frozen=True)
+class Step:
+    op: str
+    """create, update, replace (the new one created), delete (removed, or the old half of a replacement)."""
+    name: str
+    type: str
+
+
+def _replaces(old: Registration, new: Registration, inputs: dict[str, Any], replaced: set[str]) -> bool:
+    if new.type.startswith("pulumi:providers:kubernetes"):
+        before, after = old.inputs.get("clusterIdentifier"), inputs.get("clusterIdentifier")
+        return bool(before and after and before != after)
+    if new.provider.rsplit("::", 1)[0] in replaced:
+        return True
+    for path in new.replace_on_changes:
+        if list(_get(old.inputs, _parts(path))) != list(_get(inputs, _parts(path))):
+            return True
+    if new.type == "kubernetes:helm.sh/v3:Release":
+        return any(old.inputs.get(k) != inputs.get(k) for k in ("name", "namespace"))
+    if new.type.startswith("kubernetes:"):
+        before, after = old.inputs.get("metadata") or {}, inputs.get("metadata") or {}
+        return any(before.get(k) != after.get(k) for k in ("name", "namespace"))
+    return False
+
+
+def plan(before: ProgramRun, after: ProgramRun) -> list[Step]:
+    """The steps `pulumi up` takes from the state `before` left to the program `after`, in order."""
+    old = {r.urn: r for r in before.registrations if not r.read}
+    steps: list[Step] = []
+    replaced: set[str] = set()
+    late_deletes: list[Registration] = []
+    for new in after.registrations:
+        if new.read:
+            continue
+        previous = old.get(new.urn)
+        if previous is None:
+            steps.append(Step("create", new.name, new.type))
+            continue
+        inputs = _with_ignored(previous, new)
+        if _replaces(previous, new, inputs, replaced):
+            replaced.add(new.urn)
+            if new.delete_before_replace:
+                steps.append(Step("delete", previous.name, previous.type))
+            else:
+                late_deletes.append(previous)
+            steps.append(Step("replace", new.name, new.type))
+        elif json.loads(json.dumps(previous.inputs, default=str)) != inputs:
+            steps.append(Step("update", new.name, new.type))
+    kept = {r.urn for r in after.registrations}
+    removed = [r for r in before.registrations if not r.read and r.urn not in kept]
+    order = {r.urn: i for i, r in enumerate(before.registrations)}
+    for gone in sorted([*removed, *late_deletes], key=lambda r: order[r.urn], reverse=True):
+        steps.append(Step("delete", gone.name, gone.type))
+    return steps

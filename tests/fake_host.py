@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.gpu_host.host_scripts import render_script
+from components.gpu_host.host_scripts import SCRIPTS_DIR, render_script
 
 FAKE = r"""#!/usr/bin/env bash
 tool=$(basename "$0")
@@ -75,8 +75,9 @@ exit 0
 
 FAKE_BREV = r"""
 # Brev as `brev ls --json` shows it (brevdev/brev-cli pkg/cmd/ls/ls.go @v0.6.327): instances live in
-# FAKE_BREV_STATE (JSON name -> status); a new instance is DEPLOYING for FAKE_BREV_DEPLOY_POLLS listings.
-import json, os, sys
+# FAKE_BREV_STATE (JSON name -> {status, id, gpu, type}); a new instance is DEPLOYING for FAKE_BREV_DEPLOY_POLLS
+# listings, and gets a fresh id. `brev delete` takes a name or an id (pkg/cmd/delete/delete.go).
+import json, os, secrets, sys
 path = os.environ["FAKE_BREV_STATE"]
 state = json.load(open(path)) if os.path.exists(path) else {}
 verb = sys.argv[1]
@@ -88,14 +89,27 @@ if verb == "ls":
             entry["polls"] -= 1
             if entry["polls"] < 0:
                 entry["status"] = "RUNNING"
-    workspaces = [{"name": n, "id": "abc", "status": e["status"], "gpu": "L40S"} for n, e in state.items()]
+    workspaces = [
+        {"name": n, "id": e["id"], "status": e["status"], "gpu": e.get("gpu", "L40S"),
+         "instance_type": e.get("type", "gpu-l40s-a.1gpu")}
+        for n, e in state.items()
+    ]
     print(json.dumps({"workspaces": workspaces or None}))
 elif verb == "create":
-    state[sys.argv[2]] = {"status": "DEPLOYING", "polls": int(os.environ.get("FAKE_BREV_DEPLOY_POLLS", "0"))}
+    args = sys.argv[2:]
+    flags = dict(zip(args[1::2], args[2::2]))
+    state[args[0]] = {
+        "status": "DEPLOYING",
+        "polls": int(os.environ.get("FAKE_BREV_DEPLOY_POLLS", "0")),
+        "id": "id-" + secrets.token_hex(4),
+        "gpu": flags.get("--gpu-name", "L40S"),
+        "type": flags.get("--type", "gpu-l40s-a.1gpu"),
+    }
 elif verb == "delete":
-    if sys.argv[2] not in state:
+    found = [n for n, e in state.items() if sys.argv[2] in (n, e["id"])]
+    if not found:
         sys.exit(f"instance with id/name {sys.argv[2]} not found")
-    del state[sys.argv[2]]
+    del state[found[0]]
 json.dump(state, open(path, "w"))
 """
 
@@ -180,6 +194,11 @@ TOOLS = (
 )
 
 
+def _interpreter(script: str) -> str:
+    """bash for host scripts; dash, a strict POSIX sh, for those that run on the operator's machine (#!/bin/sh)."""
+    return "dash" if (SCRIPTS_DIR / script).read_text().startswith("#!/bin/sh\n") else "bash"
+
+
 MICROK8S_KUBELET_ARGS = """--kubeconfig=${SNAP_DATA}/credentials/kubelet.config
 --root-dir=${SNAP_COMMON}/var/lib/kubelet
 --fail-swap-on=false
@@ -204,9 +223,18 @@ class FakeHost:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def brev_instances(self, **statuses: str) -> None:
-        """Instances Brev already has, by name and status (e.g. RUNNING); they keep that status."""
-        state = {name.replace("_", "-"): {"status": status, "polls": 10**6} for name, status in statuses.items()}
+        """Instances Brev already has, by name and status (e.g. RUNNING); they keep that status. Each has the
+        id `id-<name>`, an L40S and the type gpu-l40s-a.1gpu."""
+        state = {
+            name.replace("_", "-"): {"status": status, "polls": 10**6, "id": f"id-{name.replace('_', '-')}"}
+            for name, status in statuses.items()
+        }
         (self.root / "brev.json").write_text(json.dumps(state))
+
+    def brev_listing(self) -> dict[str, dict[str, str]]:
+        path = self.root / "brev.json"
+        listing: dict[str, dict[str, str]] = json.loads(path.read_text()) if path.exists() else {}
+        return listing
 
     def cluster_nodes(self, **nodes: dict[str, bool]) -> None:
         """Nodes the cluster already has, by name: {"worker": ..., "ready": ...}."""
@@ -245,7 +273,7 @@ class FakeHost:
             **self.state,
         }
         return subprocess.run(
-            ["bash", "-c", render_script(script, inputs)],
+            [_interpreter(script), "-c", render_script(script, inputs)],
             env=env,
             input=stdin,
             capture_output=True,

@@ -68,7 +68,8 @@ def _tenant(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
         machine_addresses=["203.0.113.10"],
         host_cluster_identifier="elsewhere",
         control_plane_node="gpu-node-1",
-        admission=[],
+        secret_values=False,
+        waits_for=[],
     )
     VClusterTenant(tenant.name, args, opts=opts)
 

@@ -9,11 +9,12 @@ command the program registers is checked against that.
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from components.gpu_host.host_scripts import SCRIPTS_DIR, remote_command
-from harness import ProgramRun, Registration, dev_settings, run_main
+from harness import ProgramRun, Registration, attempt_main, dev_settings, run_main
 from harness.mocks import JOIN_TOKEN as JOIN_TOKEN_IN_MOCKS
 from tests.engine_rules import failure_text
 from tests.fake_host import FakeHost, fake_host
@@ -107,11 +108,14 @@ def _script_of(command: Registration) -> str:
     return matches[0]
 
 
+def _runs() -> list[ProgramRun]:
+    ssh = {**dev_settings(), "host": {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "10.0.0.6"}]}}
+    return [run_main(dev_settings()), run_main(ssh, {"sshPrivateKey": KEY})]
+
+
 @pytest.fixture(scope="module")
 def commands() -> list[Registration]:
-    ssh = {**dev_settings(), "host": {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "10.0.0.6"}]}}
-    runs: list[ProgramRun] = [run_main(dev_settings()), run_main(ssh, {"sshPrivateKey": KEY})]
-    return [r for run in runs for r in run.registrations if r.type.startswith("command:")]
+    return [r for run in _runs() for r in run.registrations if r.type.startswith("command:")]
 
 
 def _credential_carriers(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) -> dict[str, str]:
@@ -129,9 +133,17 @@ def _leaks(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) 
     ]
 
 
+RESOLVED_EACH_RUN = {"brev-ssh.sh"}
+"""Run as a `command:local:run` invoke, not a resource: nothing is stored, and its logging is checked as such."""
+
+
 def test_no_command_logs_a_credential(commands: list[Registration], printed: dict[str, tuple[bool, bool]]) -> None:
-    assert set(_credential_carriers(commands, printed).values()) == CARRIERS
+    assert set(_credential_carriers(commands, printed).values()) == CARRIERS - RESOLVED_EACH_RUN
     assert _leaks(commands, printed) == []
+    invokes = [args for run in _runs() for token, args in run.invokes if token == "command:local:run"]
+    assert invokes, "brev-ssh.sh is resolved by an invoke"
+    for args in invokes:
+        assert args["logging"] == "stderr"
 
 
 def test_a_command_that_logs_its_stdout_is_caught(printed: dict[str, tuple[bool, bool]]) -> None:
@@ -206,3 +218,70 @@ def test_the_join_token_goes_on_stdin_as_a_secret(commands: list[Registration]) 
     for join in joins:
         assert "stdin" in join.secret_inputs
         assert JOIN_TOKEN_IN_MOCKS in join.inputs["stdin"]
+
+
+# --- secrets inside structured config ----------------------------------------------------------------------------
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
+
+
+def _with_secret_addons() -> dict[str, Any]:
+    config = dev_settings()
+    config["tenants"][0]["addons"] = [
+        {
+            "name": "registry",
+            "chart": {
+                "repo": "https://charts.example.com",
+                "chart": "mirror",
+                "version": "1.0.0",
+                "values": {"auth": {"password": "hunter2"}},
+            },
+        },
+        {
+            "name": "pull",
+            "manifests": [
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "pull"}, "stringData": {"token": "hunter2"}}
+            ],
+        },
+    ]
+    return config
+
+
+def test_a_secret_set_under_tenants_stays_secret_in_every_release_and_manifest_made_from_them() -> None:
+    """`pulumi config set --path --secret 'tenants[0].addons[0].chart.values.auth.password'` marks `tenants` secret;
+    what is made from it is a Pulumi secret, in state and in previews."""
+    run = run_main(_with_secret_addons(), secret_config=["tenants"])
+    made = [r for r in run.of_type(RELEASE) if r.name.startswith("team-")] + run.of_type(CONFIG_GROUP)
+    assert {r.name for r in made} >= {"team-nlp-vcluster", "team-nlp-addon-registry", "team-nlp-addon-pull"}
+    for registration in made:
+        assert {"values", "objs"} & registration.secret_inputs, registration.name
+    for registration in run.registrations:
+        if "hunter2" in repr(registration.inputs):
+            assert {"values", "objs"} & registration.secret_inputs, registration.name
+
+
+def test_without_a_secret_the_same_values_stay_plain_for_review() -> None:
+    run = run_main(_with_secret_addons())
+    assert not [r for r in run.of_type(RELEASE) if "values" in r.secret_inputs]
+
+
+@pytest.mark.parametrize(("key", "secret"), [("kaiScheduler", "kai-release"), ("observability", "observability-stack")])
+def test_a_secret_under_a_components_values_keeps_its_release_values_secret(key: str, secret: str) -> None:
+    config = dev_settings()
+    config["observability"] = {"mode": "install"}
+    config.setdefault(key, {})
+    run = run_main(config, secret_config=[key])
+    assert "values" in run.one(RELEASE, secret).secret_inputs
+    others = [r.name for r in run.of_type(RELEASE) if "values" in r.secret_inputs and r.name != secret]
+    assert others == []
+
+
+@pytest.mark.parametrize("key", ["queues", "vcluster", "host", "versions"])
+def test_a_secret_where_nothing_can_carry_it_is_refused_naming_the_key(key: str) -> None:
+    config = dev_settings()
+    config.setdefault(key, {"expose": "nodePort"} if key == "vcluster" else {})
+    error, run = attempt_main(config, secret_config=[key])
+    assert error is not None
+    assert f"gpu-tenancy:{key} holds a secret value" in str(error)
+    assert not run.registrations, "refused before anything is registered"

@@ -12,6 +12,7 @@ import pytest
 from components.gpu_host.component import GpuHost, GpuHostArgs
 from config.sources import load_settings
 from harness import FAKE_HOST_KEY, FAKE_HOST_KUBECONFIG, ProgramRun, Registration, dev_settings, run_main, run_pulumi
+from harness.mocks import script_input
 from tests.conftest import FAKE_KUBECONFIG
 
 REMOTE = "command:remote:Command"
@@ -62,7 +63,6 @@ def _steps(run: ProgramRun) -> dict[str, Registration]:
 def test_dev_stack_is_one_chain_from_brev_to_kai(dev_run: ProgramRun) -> None:
     chain = [
         dev_run.one(LOCAL, "host-brev-instance"),
-        dev_run.one(LOCAL, "host-brev-ssh"),
         *(dev_run.one(REMOTE, f"host-{step}") for step in BOOTSTRAP_STEPS),
         dev_run.one(NAMESPACE, "host-gpu-operator"),
         dev_run.one(RELEASE, "host-gpu-operator"),
@@ -78,7 +78,7 @@ def test_dev_stack_is_one_chain_from_brev_to_kai(dev_run: ProgramRun) -> None:
 @pytest.mark.parametrize(
     ("mode", "local", "remote"),
     [
-        ("brev", {"brev-instance", "brev-ssh"}, set(BOOTSTRAP_STEPS)),
+        ("brev", {"brev-instance"}, set(BOOTSTRAP_STEPS)),
         ("ssh", set(), set(BOOTSTRAP_STEPS)),
         ("kubeconfig", set(), set()),
     ],
@@ -113,16 +113,40 @@ def test_the_private_key_travels_only_inside_a_secret_connection(
 
 def test_command_outputs_that_carry_credentials_are_secret_and_never_logged(dev_run: ProgramRun) -> None:
     """pulumi-command streams stdout into `pulumi up`'s output unless told not to; secretness covers state only."""
-    for command in (dev_run.one(LOCAL, "host-brev-ssh"), dev_run.one(REMOTE, "host-kubeconfig")):
-        assert "stdout" in command.additional_secret_outputs, command.name
-        assert command.inputs["logging"] == "stderr", command.name
+    command = dev_run.one(REMOTE, "host-kubeconfig")
+    assert "stdout" in command.additional_secret_outputs
+    assert command.inputs["logging"] == "stderr"
+    ((_, resolve),) = [(t, a) for t, a in dev_run.invokes if t == "command:local:run"]
+    assert resolve["logging"] == "stderr", "the Brev instance's private key is never streamed"
+    assert dev_run.exports["hostKubeconfig"].secret
+
+
+def test_the_brev_address_is_resolved_on_every_run_and_followed_everywhere() -> None:
+    """A stopped and started instance may come back at another address: every step and endpoint follows it."""
+    moved = run_main(dev_settings(), previous={"brevAddress": "198.51.100.99"})
+    assert {r.inputs["connection"]["host"] for r in moved.of_type(REMOTE)} == {"198.51.100.99"}
+    assert set(moved.exports["tenantEndpoints"].value.values()) <= {
+        f"https://198.51.100.99:{p['https']}" for p in moved.exports["nodePorts"].value.values()
+    }
+    assert script_input(moved.one(REMOTE, "host-kubeconfig").inputs["create"], "ADDRESS") == "198.51.100.99"
+
+
+def test_scripts_that_run_on_the_operators_machine_are_posix_sh(dev_run: ProgramRun) -> None:
+    """macOS runs /bin/bash 3.2: the local scripts are POSIX sh, run by /bin/sh (tests run them under dash)."""
+    for command in dev_run.of_type(LOCAL):
+        assert command.inputs["interpreter"] == ["/bin/sh", "-c"], command.name
+        assert command.inputs["create"].startswith("#!/bin/sh\n"), command.name
+    for token, args in dev_run.invokes:
+        if token == "command:local:run":
+            assert args["interpreter"] == ["/bin/sh", "-c"]
+            assert args["command"].startswith("#!/bin/sh\n")
 
 
 @pytest.mark.parametrize(
     ("fixture", "kubeconfig", "address", "identifier"),
     [
         ("dev_run", FAKE_HOST_KUBECONFIG, "198.51.100.7", "brev/gpu-tenancy-dev"),
-        ("ssh_run", FAKE_HOST_KUBECONFIG, "203.0.113.20", "ssh/203.0.113.20"),
+        ("ssh_run", FAKE_HOST_KUBECONFIG.replace("198.51.100.7", "203.0.113.20"), "203.0.113.20", "ssh/203.0.113.20"),
         ("kubeconfig_run", FAKE_KUBECONFIG, "203.0.113.10", "kubeconfig/existing-cluster"),
     ],
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.gpu_host.host_facts import parse_brev_ssh, parse_preflight
+from components.gpu_host.host_facts import key_values, parse_brev_ssh, parse_preflight
 from components.gpu_host.host_scripts import SCRIPTS_DIR, remote_command
 from components.gpu_host.kubelet_args import kubelet_flags
 from config.gpu_host.kubelet import KubeletSettings
@@ -268,9 +268,55 @@ def test_brev_creates_only_a_missing_instance_and_remembers_what_it_created(
     host.state["PULUMI_COMMAND_STDOUT"] = previous
     result = host.run("brev-instance.sh", {**BREV, **inputs})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"created={str(created).lower()}"
+    reported = {key: values[0] for key, values in key_values(result.stdout).items()}
+    assert reported["created"] == str(created).lower()
+    assert reported["id"] == host.brev_listing()["gpu-tenancy-dev"]["id"], "the id is recorded for the delete"
+    assert (reported["gpuName"], reported["cloud"]) == ("L40S", "nebius")
     creates = [call for call in host.calls() if call.startswith("brev create")]
     assert creates == ([create_call] if create_call else [])
+
+
+RECORDED = "created=true\nid=id-gpu-tenancy-dev\ngpuName=L40S\ncloud=nebius\ninstanceType=\n"
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"BREV_GPU_NAME": "H100"}, "gpu-tenancy:host.gpuName"),
+        ({"BREV_CLOUD": "aws"}, "gpu-tenancy:host.cloud"),
+        ({"BREV_INSTANCE_TYPE": "gpu-h100-sxm.1gpu"}, "gpu-tenancy:host.instanceType"),
+    ],
+    ids=["gpu", "cloud", "type"],
+)
+def test_a_changed_spec_on_an_existing_instance_is_refused_naming_the_key(
+    host: FakeHost, change: dict[str, str], key: str
+) -> None:
+    """Brev cannot change an instance's GPU, cloud or type: the update says so, and touches nothing."""
+    host.brev_instances(gpu_tenancy_dev="RUNNING")
+    host.state["PULUMI_COMMAND_STDOUT"] = RECORDED
+    result = host.run("brev-instance.sh", {**BREV, "CONFIG_KEY": "gpu-tenancy:host", **change})
+    assert result.returncode != 0
+    assert key in result.stderr
+    assert "gpu-tenancy:host.name" in result.stderr, "the way to a new instance is named"
+    assert not [call for call in host.calls() if call.startswith(("brev create", "brev delete"))]
+    assert host.brev_state() == {"gpu-tenancy-dev": "RUNNING"}
+
+
+def test_an_existing_instance_with_another_gpu_is_refused_even_without_a_record(host: FakeHost) -> None:
+    """An instance adopted by name, or recorded by an earlier version: what Brev lists decides."""
+    host.brev_instances(gpu_tenancy_dev="RUNNING")
+    result = host.run("brev-instance.sh", {**BREV, "BREV_GPU_NAME": "H100"})
+    assert result.returncode != 0
+    assert "gpuName" in result.stderr
+
+
+def test_an_upgrade_from_a_record_without_the_spec_keeps_the_marker_and_records_the_rest(host: FakeHost) -> None:
+    host.brev_instances(gpu_tenancy_dev="RUNNING")
+    host.state["PULUMI_COMMAND_STDOUT"] = "created=true"
+    result = host.run("brev-instance.sh", BREV)
+    assert result.returncode == 0, result.stderr
+    assert "created=true" in result.stdout.splitlines()
+    assert "id=id-gpu-tenancy-dev" in result.stdout.splitlines()
 
 
 def test_brev_waits_until_the_instance_runs(host: FakeHost) -> None:
@@ -321,11 +367,31 @@ def test_brev_deletes_only_what_it_created_and_only_when_asked(
     host: FakeHost, delete_on_destroy: str, previous: str, exists: bool, deleted: bool
 ) -> None:
     host.brev_instances(**({"gpu_tenancy_dev": "RUNNING"} if exists else {}))
-    host.state["PULUMI_COMMAND_STDOUT"] = previous
+    host.state["PULUMI_COMMAND_STDOUT"] = f"{previous}\nid=id-gpu-tenancy-dev"
     inputs = {"ACTION": "delete", "BREV_NAME": "gpu-tenancy-dev", "DELETE_ON_DESTROY": delete_on_destroy}
     result = host.run("brev-instance.sh", inputs)
     assert result.returncode == 0, result.stderr
-    assert ("brev delete gpu-tenancy-dev" in host.calls()) == deleted
+    assert ("brev delete id-gpu-tenancy-dev" in host.calls()) == deleted
+
+
+def test_the_delete_removes_the_instance_it_recorded_never_a_newer_one_of_that_name(host: FakeHost) -> None:
+    """The instance this resource created is gone; another of the same name now runs the cluster."""
+    host.brev_instances(gpu_tenancy_dev="RUNNING")
+    host.state["PULUMI_COMMAND_STDOUT"] = "created=true\nid=id-of-an-earlier-instance"
+    inputs = {"ACTION": "delete", "BREV_NAME": "gpu-tenancy-dev", "DELETE_ON_DESTROY": "true"}
+    result = host.run("brev-instance.sh", inputs)
+    assert result.returncode == 0, result.stderr
+    assert host.brev_state() == {"gpu-tenancy-dev": "RUNNING"}
+    assert "already gone" in result.stderr
+
+
+def test_a_record_without_an_id_is_deleted_by_name(host: FakeHost) -> None:
+    """A resource an earlier version of this program created recorded no id: its name is all there is."""
+    host.brev_instances(gpu_tenancy_dev="RUNNING")
+    host.state["PULUMI_COMMAND_STDOUT"] = "created=true"
+    inputs = {"ACTION": "delete", "BREV_NAME": "gpu-tenancy-dev", "DELETE_ON_DESTROY": "true"}
+    assert host.run("brev-instance.sh", inputs).returncode == 0
+    assert host.brev_state() == {}
 
 
 def test_brev_ssh_details_come_from_brevs_ssh_config(host: FakeHost) -> None:

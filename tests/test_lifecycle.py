@@ -37,11 +37,15 @@ MODES: dict[str, tuple[Callable[[Config], Config], dict[str, str]]] = {
 def _run(
     mode: str = "brev", change: Callable[[Config], Any] | None = None, *, preview: bool = False, shared: bool = True
 ) -> ProgramRun:
+    """The stack in `mode`: its first `up` (or a fresh preview), or, with a change or unshared, the next `up` after
+    that first one, finding what it left on the host."""
     shape, secrets = MODES[mode]
     config = shape(_with_addon(dev_settings()))
     if change:
         change(config)
-    return run_main(config, secrets, preview=preview, shared=shared)
+    first = preview or (change is None and shared)
+    previous = {} if first else _run(mode).world_after()
+    return run_main(config, secrets, preview=preview, shared=shared, previous=previous)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +175,7 @@ CHANGES = [
         {"controlPlane": {"statefulSet": {"resources": {"limits": {"memory": "4Gi"}}}}},
         {"team-vision-vcluster"},
     ),
-    ("tenants.2.nodePort", 30123, {"team-recommender-vcluster"}),
+    ("tenants.2.nodePort", 30123, {"team-recommender-vcluster", "node-ports-write"}),
     # What the shared admission policy reads of a team lives on its namespace: a change touches only that.
     ("vcluster.minGpuFraction", 0.1, {f"{team}-namespace" for team in TEAMS}),
     ("vcluster.priorityClasses", ["train", "inference"], {f"{team}-namespace" for team in TEAMS}),
@@ -199,7 +203,7 @@ def test_validate_only_admission_removes_just_the_mutating_policies(base: Progra
     assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for them"
 
 
-WORKER_STEPS = {"brev-instance", "brev-ssh", "preflight", "microk8s", "node", "join", "kubelet", "ready"}
+WORKER_STEPS = {"brev-instance", "preflight", "microk8s", "node", "join", "kubelet", "ready"}
 
 
 def test_adding_a_worker_touches_no_tenant_and_removing_it_restores_the_stack(base: ProgramRun) -> None:
@@ -244,7 +248,8 @@ def test_adding_a_team_only_adds_its_own_resources(base: ProgramRun) -> None:
     added, removed, changed = _changed(base, bigger)
     assert added == _team_resources(bigger, "team-speech") | {"team-speech"}
     assert removed == set()
-    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS}, "the quotas that made room, the fleet view"
+    # The quotas that made room, the fleet view, and the node-port memory, which now holds the new team's ports.
+    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS, "node-ports-write"}
 
 
 def test_removing_a_team_only_removes_its_own_resources(base: ProgramRun) -> None:
@@ -252,7 +257,7 @@ def test_removing_a_team_only_removes_its_own_resources(base: ProgramRun) -> Non
     added, removed, changed = _changed(bigger, base)
     assert removed == _team_resources(bigger, "team-speech") | {"team-speech"}
     assert added == set()
-    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS}
+    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS, "node-ports-write"}
 
 
 # --- destroy ---------------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
         "tenant": "TenantAdmission",
         "observability": "Observability",
         "gangs": "GangController",
+        "node": "NodePortMemory",
     }
     gated = 0
     for registration in dev_run.registrations:

@@ -288,9 +288,9 @@ def test_brev_workers_are_instances_named_after_the_host_with_its_gpu_filter() -
     assert instances["host-w1-brev-instance"]["BREV_NAME"] == "gpu-tenancy-dev-w1"
     assert instances["host-w2-brev-instance"]["BREV_NAME"] == "gpu-tenancy-dev-w2"
     assert {i["BREV_GPU_NAME"] for i in instances.values()} == {"L40S"}
-    ssh = run.one(LOCAL, "host-w1-brev-ssh")
-    assert script_input_local(ssh.inputs["create"])["ROLE"] == "worker"
-    assert run.one(REMOTE, "host-w1-preflight").depends_on(ssh)
+    resolves = [script_input_local(a["command"]) for t, a in run.invokes if t == "command:local:run"]
+    assert {"BREV_NAME": "gpu-tenancy-dev-w1", "ROLE": "worker"} in resolves
+    assert run.one(REMOTE, "host-w1-preflight").depends_on(run.one(LOCAL, "host-w1-brev-instance"))
 
 
 def script_input_local(script: str) -> dict[str, str]:

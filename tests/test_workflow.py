@@ -68,10 +68,12 @@ def test_pull_requests_get_a_reviewed_preview_with_read_only_state_access() -> N
     assert "github.event.pull_request.head.repo.full_name == github.repository" in preview["if"]
     assert "test" in preview["needs"]
     assert preview["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.names) }}"
+    # Brev's token too: a brev stack resolves its instances' addresses in a preview (brev-ssh.sh on every run).
     assert _secrets(preview) == {
         "PULUMI_CONFIG_PASSPHRASE",
         "STATE_READER_ACCESS_KEY_ID",
         "STATE_READER_SECRET_ACCESS_KEY",
+        "BREV_API_TOKEN",
     }
     action = _action(preview)["with"]
     assert (action["command"], action["comment-on-pr"], action["diff"]) == ("preview", True, True)

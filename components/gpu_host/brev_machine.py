@@ -1,8 +1,9 @@
 """A Brev instance as an SSH-reachable machine, created and deleted by the brev CLI on the machine running Pulumi.
 
-Two local commands: one makes sure the instance exists and runs (and deletes it on
-destroy, if asked and if this stack created it), the other reads how to reach it
-over SSH. `role` only shapes the refusal of an instance behind a ProxyCommand.
+A local command makes sure the instance exists, runs and is what config asks (and deletes
+it on destroy, if asked and if this stack created it, by the id it recorded); a local
+invoke reads how to reach it over SSH on every run. `role` only shapes the refusal of an
+instance behind a ProxyCommand.
 """
 
 from typing import Any
@@ -13,8 +14,11 @@ import pulumi_command as command
 from components.gpu_host.host_facts import parse_brev_ssh
 from components.gpu_host.host_scripts import render_script
 from config.gpu_host.host import BrevHost
+from config.issues import PROJECT
 
 BREV_READY_TIMEOUT_SECONDS = 900
+LOCAL_INTERPRETER = ("/bin/sh", "-c")
+"""Scripts on the operator's machine are POSIX sh: macOS has bash 3.2 as /bin/bash, Debian dash as /bin/sh."""
 
 
 def brev_machine(
@@ -29,13 +33,19 @@ def brev_machine(
         "BREV_INSTANCE_TYPE": host.instance_type or "",
     }
     ensure = render_script(
-        "brev-instance.sh", {**spec, "ACTION": "ensure", "READY_TIMEOUT_SECONDS": str(BREV_READY_TIMEOUT_SECONDS)}
+        "brev-instance.sh",
+        {
+            **spec,
+            "ACTION": "ensure",
+            "CONFIG_KEY": f"{PROJECT}:host",
+            "READY_TIMEOUT_SECONDS": str(BREV_READY_TIMEOUT_SECONDS),
+        },
     )
     instance = command.local.Command(
         f"{prefix}-brev-instance",
         create=ensure,
-        # An update (e.g. a new deleteOnDestroy) must carry the created=true marker on: pulumi-command
-        # runs `update` (else `create`) on an input change, with the last output in PULUMI_COMMAND_STDOUT.
+        # A changed spec runs `update`, with the last output in PULUMI_COMMAND_STDOUT: the script refuses a
+        # spec Brev cannot give an existing instance, and carries the created marker and the id on.
         update=ensure,
         delete=render_script(
             "brev-instance.sh",
@@ -45,25 +55,27 @@ def brev_machine(
                 "DELETE_ON_DESTROY": str(host.delete_on_destroy).lower(),
             },
         ),
-        # Another instance (a new name, GPU or cloud) is a new resource: the old one's delete step runs
-        # once the new one exists (pulumi/pulumi-command provider/pkg/provider/common/inputs.go @v1.2.1).
+        # Only another name is another instance. A trigger replaces the resource, create-before-delete
+        # (pulumi/pulumi-command provider/pkg/provider/common/inputs.go @v1.2.1: replaceOnChanges
+        # triggers[*]), and the new one would find the same instance and the old one's delete would remove
+        # it. The spec stays in the triggers, as earlier versions stored them, so an upgrade replaces
+        # nothing; the engine keeps their old values (ignoreChanges applies before the diff).
         triggers=list(spec.values()),
-        interpreter=["/bin/bash", "-c"],
+        interpreter=list(LOCAL_INTERPRETER),
         add_previous_output_in_env=True,
-        opts=local,
+        opts=local.merge(pulumi.ResourceOptions(ignore_changes=[f"triggers[{i}]" for i in range(1, len(spec))])),
     )
-    ssh = command.local.Command(
-        f"{prefix}-brev-ssh",
-        create=render_script("brev-ssh.sh", {"BREV_NAME": instance_name, "ROLE": role}),
-        interpreter=["/bin/bash", "-c"],
-        triggers=[instance.id],
-        # The output carries the instance's private key: secret in state and never logged.
+    # Resolved on every preview and `up`, not stored: a stopped and started instance may have a new address.
+    resolved = command.local.run_output(
+        command=render_script("brev-ssh.sh", {"BREV_NAME": instance_name, "ROLE": role}),
+        interpreter=list(LOCAL_INTERPRETER),
+        # Its stdout is the instance's private key: never logged (the key is printed last, after every check).
         logging=command.local.Logging.STDERR,
-        opts=local.merge(pulumi.ResourceOptions(additional_secret_outputs=["stdout"], depends_on=[instance])),
+        opts=pulumi.InvokeOutputOptions(depends_on=[instance], parent=parent),
     )
-    endpoint = ssh.stdout.apply(parse_brev_ssh)
+    endpoint = pulumi.Output.secret(resolved.stdout).apply(lambda stdout: parse_brev_ssh(str(stdout)))
     connection = endpoint.apply(
         lambda e: {"host": e.address, "user": e.user, "port": e.port, "privateKey": e.private_key}
     )
     address = pulumi.Output.unsecret(endpoint.apply(lambda e: e.address))
-    return pulumi.Output.secret(connection), address, [instance, ssh]
+    return pulumi.Output.secret(connection), address, [instance]

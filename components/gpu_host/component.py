@@ -59,6 +59,8 @@ class GpuHostArgs:
     """Secret; required in `ssh` mode."""
     extra_addons: Sequence[str] = ()
     """MicroK8s add-ons beyond the platform's own, e.g. ingress for tenants exposed by SNI."""
+    secret_operator_values: bool = False
+    """`gpuOperator.values` holds a secret: the release's values are a Pulumi secret."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class GpuHost(pulumi.ComponentResource):
         """SSH connection to the control plane (secret), the host's address, and a stable cluster identity."""
         if isinstance(host, SshHost):
             connection = self._ssh_connection(host.address, host.user, host.port)
-            return connection, pulumi.Output.from_input(host.address), f"ssh/{host.address}"
+            return connection, pulumi.Output.from_input(host.address), host.identity
         connection, address, _ = brev_machine(host, host.name, self._name, role="control-plane", parent=self)
         return connection, address, f"brev/{host.name}"
 
@@ -326,6 +328,7 @@ class GpuHost(pulumi.ComponentResource):
             spec,
             namespace=object_name(namespace),
             timeout_seconds=OPERATOR_TIMEOUT_SECONDS,
+            secret_values=self._args.secret_operator_values,
             opts=child,
         )
 

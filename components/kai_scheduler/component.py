@@ -28,6 +28,8 @@ class KaiSchedulerArgs:
     """Whether the GPU Operator this stack installs runs CDI; None leaves it to KAI's own detection."""
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Upstream gates (e.g. the GPU host's) that must pass before KAI is installed."""
+    secret_values: bool = False
+    """`kaiScheduler.values` holds a secret: the release's values are a Pulumi secret."""
 
 
 class KaiScheduler(pulumi.ComponentResource):
@@ -67,6 +69,7 @@ class KaiScheduler(pulumi.ComponentResource):
             namespace=namespace_name,
             cleanup_on_fail=True,
             wait_for_jobs=True,
+            secret_values=args.secret_values,
             opts=child,
         )
         gate = Gate(

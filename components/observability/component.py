@@ -72,6 +72,8 @@ class ObservabilityArgs:
     """The cluster is MicroK8s this stack built: its control plane runs in kubelite, its state in dqlite."""
     prometheus_node: pulumi.Input[str] | None = None
     """The node Prometheus, and its volume, stay on (the control-plane node); None: any."""
+    secret_values: bool = False
+    """`observability.values` holds a secret: the release's values are a Pulumi secret."""
 
 
 class Observability(pulumi.ComponentResource):
@@ -110,6 +112,7 @@ class Observability(pulumi.ComponentResource):
                 ),
                 values=values,
                 namespace=namespace,
+                secret_values=args.secret_values,
                 opts=child,
             )
             after = [release]

@@ -36,9 +36,11 @@ def helm_release(
     opts: pulumi.ResourceOptions,
     values: pulumi.Input[Mapping[str, Any]] | None = None,
     timeout_seconds: int = HELM_TIMEOUT_SECONDS,
+    secret_values: bool = False,
     **options: Any,
 ) -> k8s.helm.v3.Release:
-    """A release of `spec`; `values` replaces the spec's when they are only known as an Output.
+    """A release of `spec`; `values` replaces the spec's when they are only known as an Output. `secret_values`:
+    they came from config with a secret inside, and stay secret in the release's inputs, state and previews.
 
     Deleted before it is replaced: a replacement (new name or namespace) would
     otherwise install the new release while the old one still owns the chart's
@@ -47,6 +49,7 @@ def helm_release(
     deleteBeforeReplace false: provider/pkg/provider/helm_release.go @v4.32.0).
     """
     oci = spec.chart.startswith("oci://")
+    given: pulumi.Input[Mapping[str, Any]] = dict(spec.values) if values is None else values
     return k8s.helm.v3.Release(
         resource_name,
         name=spec.name,
@@ -54,7 +57,7 @@ def helm_release(
         repository_opts=None if oci or spec.repo is None else {"repo": spec.repo},
         version=spec.version,
         namespace=namespace,
-        values=dict(spec.values) if values is None else values,
+        values=pulumi.Output.secret(given) if secret_values else given,
         timeout=timeout_seconds,
         max_history=HELM_HISTORY,
         **options,

@@ -64,8 +64,12 @@ class VClusterTenantArgs:
     """The host provider's identity; the tenant's provider derives its own from it."""
     control_plane_node: pulumi.Input[str] | None
     """The node the vCluster's control plane must run on (the one holding its volume); None: anywhere."""
-    admission: Sequence[pulumi.Resource]
-    """The tenant admission policies' bindings (TenantAdmission.ready): the only thing a tenant waits for.
+    secret_values: bool
+    """`tenants` holds a secret (in a tenant's values or an add-on): the tenant's Helm values and add-on manifests
+    are Pulumi secrets."""
+    waits_for: Sequence[pulumi.Resource]
+    """All a tenant waits for: the tenant admission policies' bindings (TenantAdmission.ready), and the node-port
+    memory written (NodePorts.remembered), so no Service takes a port the memory does not know.
 
     Not the GPU stack, KAI or the tenant's queue: a pod that arrives first waits for KAI
     to schedule it, and the host's policies hold whether KAI runs yet or not."""
@@ -126,10 +130,11 @@ class VClusterTenant(pulumi.ComponentResource):
             ReleaseSpec(name=tenant.name, chart=VCLUSTER_CHART, repo=args.settings.repo, version=args.version),
             values=values,
             namespace=self.namespace,
+            secret_values=args.secret_values,
             opts=host.merge(
                 pulumi.ResourceOptions(
                     # No synced pod, and no control plane, ever runs outside the fence.
-                    depends_on=[*args.admission, *fence],
+                    depends_on=[*args.waits_for, *fence],
                     # Settings that cannot change on a running control plane are kept as they were created.
                     ignore_changes=[".".join(("values", *path)) for path in (PERSISTENCE_PATH, *SECURITY_PATHS)],
                 )
@@ -172,7 +177,7 @@ class VClusterTenant(pulumi.ComponentResource):
         if tenant.addons:
             self.provider = self._inside(name, args, gate.job)
             for addon in tenant.addons:
-                self._addon(name, addon, self.provider)
+                self._addon(name, addon, self.provider, secret=args.secret_values)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
 
     def _network_policies(
@@ -226,7 +231,7 @@ class VClusterTenant(pulumi.ComponentResource):
             opts=opts.merge(pulumi.ResourceOptions(depends_on=[release])),
         )
 
-    def _addon(self, name: str, addon: AddonConfig, provider: k8s.Provider) -> None:
+    def _addon(self, name: str, addon: AddonConfig, provider: k8s.Provider, *, secret: bool) -> None:
         """Installed through the tenant's API server: the team's CRDs never touch the host or other teams."""
         inside = pulumi.ResourceOptions(parent=self, provider=provider)
         if addon.chart is not None:
@@ -243,7 +248,9 @@ class VClusterTenant(pulumi.ComponentResource):
                 ),
                 namespace=addon.namespace or addon.name,
                 create_namespace=True,
+                secret_values=secret,
                 opts=inside,
             )
         else:
-            k8s.yaml.v2.ConfigGroup(f"{name}-addon-{addon.name}", objs=addon.manifests, opts=inside)
+            objs: pulumi.Input[Any] = pulumi.Output.secret(addon.manifests) if secret else addon.manifests
+            k8s.yaml.v2.ConfigGroup(f"{name}-addon-{addon.name}", objs=objs, opts=inside)

@@ -1,48 +1,118 @@
-"""Each tenant's node ports, remembered from the stack's own previous `up`.
+"""Each tenant's node ports, remembered on the host cluster from one `up` to the next.
 
-The assignment itself is pure (config.node_ports); what it starts from is the stack's
-last `nodePorts` output, read with a StackReference to the stack itself. That read is
-a Pulumi resource, so it lives here rather than in config/, which only validates.
+The assignment itself is pure (config.vcluster_tenant.node_ports); what it starts from is a
+ConfigMap on the host, `kube-system/gpu-tenancy-node-ports`, that every `up` reads and then
+writes before any tenant's Service takes a port. The memory lives with the ports it
+describes (a new cluster starts afresh), holds no credential, and survives what a stack
+output does not: a failed `up` (the stack's outputs are written only when the program
+finishes), a switch to `sni` and back (the ports stay remembered while unused), and any
+backend layout (a StackReference to the stack itself needs the project-scoped name).
+
+NodePortMemory owns three resources: the ConfigMap, created empty once and never rewritten by its own
+resource (`ignore_changes: data`); a read of it, which sees what the last `up` wrote (in
+a preview too; in a fresh stack's preview it is unknown); and a server-side-apply patch
+that writes this `up`'s assignment.
 """
 
-import pulumi
+import json
+from dataclasses import dataclass
 
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.shared.labels import MANAGED_BY
 from config.issues import ConfigError, problem
 from config.stack import StackConfig
-from config.vcluster_tenant.node_ports import PortAssignment, PortRequest, assign_node_ports, previous_ports
+from config.vcluster_tenant.node_ports import (
+    PortAssignment,
+    PortRequest,
+    TenantPorts,
+    assign_node_ports,
+    previous_ports,
+    remembered_after,
+)
 from config.vcluster_tenant.tenants import proxies_kubelets_by_hostname
 
 NODE_PORTS_OUTPUT = "nodePorts"
-"""The stack output that remembers which node ports each tenant holds, for every later `up`."""
+"""The stack output that shows which node ports each tenant holds."""
+MEMORY_NAMESPACE = "kube-system"
+MEMORY_NAME = "gpu-tenancy-node-ports"
+MEMORY_KEY = "ports.json"
 
 
-def node_port_assignment(settings: StackConfig) -> pulumi.Output[PortAssignment]:
-    """Each tenant's node ports, starting from what the previous `up` gave them.
+@dataclass(frozen=True)
+class NodePortMemoryArgs:
+    settings: StackConfig
+    """The tenants and how they are exposed; the memory is kept for them whatever `expose` is."""
 
-    The stack reads its own last outputs (a StackReference to itself: on a fresh stack they are
-    empty, and the engine reads them in a preview too). A user-set port that another tenant
-    already holds ends the run with the fix; a port that moved anyway is a warning naming the team.
-    """
-    if settings.vcluster.expose != "nodePort" or not settings.tenants:
-        return pulumi.Output.from_input(PortAssignment())
-    requests = [
+
+def _requests(settings: StackConfig) -> list[PortRequest]:
+    return [
         PortRequest(tenant.name, index, tenant.node_port, proxies_kubelets_by_hostname(tenant.values))
         for index, tenant in enumerate(settings.tenants)
     ]
-    # The DIY backend's organization is always "organization" (pulumi/pulumi pkg/backend/diy/state.go).
-    self_name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    remembered = pulumi.StackReference("previous-up", stack_name=self_name).get_output(NODE_PORTS_OUTPUT)
 
-    def assign(previous: object) -> PortAssignment:
-        assignment = assign_node_ports(requests, previous_ports(previous))
-        if assignment.issues:
-            lines = [problem(issue.path, issue.value, issue.message) for issue in assignment.issues]
-            raise pulumi.RunError(str(ConfigError(lines)))
-        for tenant, (before, after) in sorted(assignment.moved.items()):
-            pulumi.log.warn(
-                f"tenant {tenant}'s API moves from node port {before.https} to {after.https}: "
-                "the kubeconfig its team holds stops working; hand out the new one"
-            )
-        return assignment
 
-    return remembered.apply(assign)
+def _stored(text: str | None) -> dict[str, TenantPorts]:
+    """The memory's ports; text no version of this program wrote is no memory."""
+    try:
+        return previous_ports(json.loads(text or "{}"))
+    except json.JSONDecodeError:
+        return {}
+
+
+def _assign(settings: StackConfig, stored: str | None) -> PortAssignment:
+    """This `up`'s ports (none with expose sni); a user-set port another tenant holds ends the run with the fix."""
+    if settings.vcluster.expose != "nodePort":
+        return PortAssignment()
+    assignment = assign_node_ports(_requests(settings), _stored(stored))
+    if assignment.issues:
+        lines = [problem(issue.path, issue.value, issue.message) for issue in assignment.issues]
+        raise pulumi.RunError(str(ConfigError(lines)))
+    for tenant, (before, after) in sorted(assignment.moved.items()):
+        pulumi.log.warn(
+            f"tenant {tenant}'s API moves from node port {before.https} to {after.https}: "
+            "the kubeconfig its team holds stops working; hand out the new one"
+        )
+    return assignment
+
+
+class NodePortMemory(pulumi.ComponentResource):
+    assignment: pulumi.Output[PortAssignment]
+    """This `up`'s ports for every tenant (none with expose sni)."""
+    remembered: list[pulumi.Resource]
+    """Done once this `up`'s assignment is written: every tenant's Service waits for it."""
+
+    def __init__(self, name: str, args: NodePortMemoryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-tenancy:index:NodePortMemory", name, None, opts)
+        settings = args.settings
+        child = pulumi.ResourceOptions(parent=self)
+        if not settings.tenants:
+            # Nothing to remember: no ConfigMap on a cluster without teams.
+            self.assignment = pulumi.Output.from_input(PortAssignment())
+            self.remembered = []
+            self.register_outputs({"assignment": {}})
+            return
+        metadata = {"name": MEMORY_NAME, "namespace": MEMORY_NAMESPACE, "labels": dict(MANAGED_BY)}
+        memory = k8s.core.v1.ConfigMap(
+            f"{name}-configmap",
+            metadata=metadata,
+            data={},
+            opts=child.merge(pulumi.ResourceOptions(ignore_changes=["data"])),
+        )
+        stored = k8s.core.v1.ConfigMap.get(
+            f"{name}-read", memory.id, opts=child.merge(pulumi.ResourceOptions(depends_on=[memory]))
+        ).data.apply(lambda data: (data or {}).get(MEMORY_KEY))
+        self.assignment = stored.apply(lambda text: _assign(settings, text))
+        tenants = [tenant.name for tenant in settings.tenants]
+        written = pulumi.Output.all(self.assignment, stored).apply(
+            lambda parts: json.dumps(remembered_after(parts[0], _stored(parts[1]), tenants), sort_keys=True)
+        )
+        patch = k8s.core.v1.ConfigMapPatch(
+            f"{name}-write",
+            metadata={**metadata, "annotations": {"pulumi.com/patchForce": "true"}},
+            data={MEMORY_KEY: written},
+            opts=child.merge(pulumi.ResourceOptions(depends_on=[memory])),
+        )
+        self.remembered = [patch]
+        self.register_outputs({"assignment": self.assignment.apply(lambda a: a.to_data())})

@@ -58,6 +58,11 @@ Microk8sChannel = Annotated[str, BeforeValidator(require_str), AfterValidator(_m
 UbuntuRelease = Annotated[str, BeforeValidator(require_str), Field(pattern=r"^\d{2}\.\d{2}$")]
 UnixUser = Annotated[str, BeforeValidator(require_str), Field(min_length=1, pattern=r"^[a-z_][a-z0-9_-]*$")]
 BrevName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Brev instance name")]
+ClusterIdentity = Annotated[
+    str,
+    BeforeValidator(require_str),
+    Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9./:_-]{0,252}$", description="e.g. ssh/203.0.113.10 or gpu-prod"),
+]
 
 
 class HostExpectations(ConfigModel):
@@ -144,10 +149,20 @@ class SshHost(_BootstrapHost):
         max_length=MAX_WORKERS,
         description="GPU machines that join the cluster as MicroK8s workers; the host runs the control plane.",
     )
+    cluster_id: ClusterIdentity | None = Field(
+        default=None,
+        description="Stable identity of the cluster (the Kubernetes provider's clusterIdentifier); changing it "
+        "replaces every Kubernetes resource. Default: ssh/<address>, as before it could be set: set it to that "
+        "value before changing the address, and the address may then change freely.",
+    )
 
     @property
     def expected_gpu(self) -> str | None:
         return self.expect.gpu_name
+
+    @property
+    def identity(self) -> str:
+        return self.cluster_id or f"ssh/{self.address}"
 
     @model_validator(mode="after")
     def _workers_are_other_machines(self) -> "SshHost":

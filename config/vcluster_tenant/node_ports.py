@@ -4,8 +4,8 @@ Every port a tenant's NodePort Service uses is set explicitly (https, and the
 kubelet proxy's while vCluster proxies kubelets by hostname): a port left to the
 API server is picked at random and can be one promised to a team created later.
 
-A port, once given, stays with its team: the assignment of the previous `up` (the
-stack's own `nodePorts` output) is the starting point, so adding a team, or
+A port, once given, stays with its team: the assignment of the previous `up` (remembered
+on the host: components/vcluster_tenant/node_ports.py) is the starting point, so adding a team, or
 removing one, moves no one. A new team's port is a hash of its name, moved up to
 the next free port on a clash, so the whole range (2,768 ports) can be used
 without a hand-set port. A user-set `nodePort` wins; one that is already another
@@ -55,7 +55,7 @@ class PortAssignment:
 
 
 def previous_ports(data: object) -> dict[str, TenantPorts]:
-    """The `nodePorts` output of the previous `up`; anything else (a fresh stack: None) is no memory."""
+    """What the memory held after the previous `up`; anything else (a fresh cluster: None) is no memory."""
     if not isinstance(data, Mapping):
         return {}
     found = {}
@@ -140,3 +140,13 @@ def _clash(request: PortRequest, port: int, other: str) -> ConfigIssue:
         f"kubeconfig that team holds; choose another free port ({NODE_PORT_RANGE.start}-"
         f"{NODE_PORT_RANGE.stop - 1}) or remove nodePort",
     )
+
+
+def remembered_after(
+    assignment: PortAssignment, previous: Mapping[str, TenantPorts], tenants: Sequence[str]
+) -> dict[str, dict[str, int | None]]:
+    """What the memory holds after this `up`: this `up`'s ports, and, for a tenant that has none now (expose sni),
+    the ones it held before, so a switch back gives them back. A tenant no longer configured is forgotten."""
+    kept = {tenant: ports for tenant, ports in previous.items() if tenant in tenants}
+    kept.update(assignment.ports)
+    return {tenant: ports.to_data() for tenant, ports in sorted(kept.items())}
