@@ -124,6 +124,7 @@ if settings.observability.enabled:
             gpus_ready=[host.ready],
             leaf_queues=settings.queue_tree.leaves,
             limits={q.name: q.resources.gpu.limit for q in settings.queues},
+            kubectl_version=settings.versions.kubectl,
             microk8s=settings.bootstraps_host,
             prometheus_node=host.control_plane_node,
             secret_values="observability" in inputs.secret_values,

@@ -10,6 +10,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from components.gpu_host.host_scripts import SCRIPTS_DIR, render_script
 
@@ -31,7 +32,7 @@ case "${tool}" in
   sudo) [[ "$1" == -n ]] && shift; exec "$@" ;;
   id) echo ubuntu ;;
   usermod) exit 0 ;;
-  hostname) echo gpu-node-1 ;;
+  hostname) if [[ "${1:-}" == -I ]]; then echo "${FAKE_LOCAL_ADDRESSES:-10.0.0.6}"; else echo gpu-node-1; fi ;;
   snap)
     case "$1" in
       list) [[ -n "${FAKE_SNAP_CHANNEL:-}" ]] || { echo "error: no matching snaps installed" >&2; exit 1; }
@@ -137,6 +138,10 @@ if verb == "add-node":
 elif verb == "join":
     url = args[0]
     print(f"Contacting cluster at {url.split(':')[0]}")
+    # An address where something answers that is not this cluster's control plane (the worker's own agent).
+    if url.split(":")[0] in os.environ.get("FAKE_JOIN_FAILS_VIA", "").split():
+        print(f"Connection failed. Invalid token used to join: microk8s join {url} (500)")
+        sys.exit(1)
     # As `microk8s join` does in some of its messages, the connection string is echoed.
     print(f"Joining with microk8s join {url} --worker")
     token = url.split("/")[1]
@@ -166,6 +171,9 @@ elif verb == "get":
         sys.exit(1)
     if args[2:] == ["-o", "name"]:
         print(f"node/{name}")
+    elif "Ready" in " ".join(args[2:]):
+        # The node's Ready condition: a machine that stopped answering is Unknown (node lifecycle controller).
+        print("True" if nodes[name].get("ready") else "Unknown", end="")
     else:
         print("microk8s-worker" if nodes[name]["worker"] else "", end="")
 elif verb == "wait":
@@ -174,7 +182,13 @@ elif verb == "wait":
         print("error: timed out waiting for the condition", file=sys.stderr)
         sys.exit(1)
 elif verb == "drain":
+    # On a node that no longer answers, its pods never finish terminating: drain waits for them, and for
+    # evictions a PodDisruptionBudget holds, until its timeout (kubernetes/kubectl pkg/drain @v0.36.0).
+    if not nodes[args[0]].get("ready") and "--skip-wait-for-delete-timeout" not in " ".join(args):
+        print("error: timed out waiting for the pods to be deleted", file=sys.stderr)
+        sys.exit(1)
     nodes[args[0]]["drained"] = True
+    nodes[args[0]]["drain_flags"] = [a for a in args[1:] if a.startswith("--")]
     save()
 """
 
@@ -241,9 +255,9 @@ class FakeHost:
         state = {"nodes": {name.replace("_", "-"): node for name, node in nodes.items()}}
         (self.root / "cluster.json").write_text(json.dumps(state))
 
-    def nodes(self) -> dict[str, dict[str, bool]]:
+    def nodes(self) -> dict[str, dict[str, Any]]:
         path = self.root / "cluster.json"
-        nodes: dict[str, dict[str, bool]] = json.loads(path.read_text())["nodes"] if path.exists() else {}
+        nodes: dict[str, dict[str, Any]] = json.loads(path.read_text())["nodes"] if path.exists() else {}
         return nodes
 
     @property

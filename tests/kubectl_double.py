@@ -6,8 +6,8 @@ semantics as read in kubernetes/kubectl @v0.36.0 (see config/upstream.py):
 `wait --for=condition` and `--for=jsonpath` fail at once when a selector
 matches nothing; `rollout status` fails on a missing DaemonSet and waits for
 every desired pod to be available; a server-side dry run is refused until the
-webhook serves. A wait that would time out fails, and the kubelet double
-restarts the step until the Job's backoffLimit is used up.
+webhook serves. A wait that would time out fails; run_job models the kubelet and
+the Job controller around it.
 """
 
 import argparse
@@ -33,6 +33,10 @@ class Cluster:
     """Node name -> {"labels": {...}, "allocatable": {...}}."""
     daemonsets: dict[str, tuple[int, int]] = field(default_factory=dict)
     """`namespace/name` -> (desiredNumberScheduled, numberAvailable)."""
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    """{"namespace", "labels", "node", "ready"} of each pod."""
+    deployments: dict[str, tuple[dict[str, str], bool]] = field(default_factory=dict)
+    """`namespace/name` -> (labels, rolled out: generation observed, every replica updated and available)."""
     webhook_refusals: int = 0
     """Server-side dry runs the webhook refuses before it serves."""
     calls: list[list[str]] = field(default_factory=list)
@@ -45,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--for", dest="condition")
     parser.add_argument("--timeout")
     parser.add_argument("--selector", "-l")
+    parser.add_argument("--field-selector", dest="field_selector")
     parser.add_argument("--namespace", "-n")
     parser.add_argument("--dry-run", dest="dry_run")
     parser.add_argument("-f", dest="file")
@@ -83,8 +88,16 @@ def kubectl(cluster: Cluster, args: list[str], files: Mapping[str, str]) -> None
     if parsed.timeout is not None and not parsed.timeout.endswith("s"):
         raise ValueError(f"unsupported timeout {parsed.timeout}")
     namespace = parsed.namespace
-    if parsed.verb == "wait":
+    if parsed.verb == "wait" and parsed.targets == ["pods"]:
+        _wait_for_pods(cluster, parsed.condition, parsed.selector, parsed.field_selector, namespace)
+    elif parsed.verb == "wait":
         _wait(cluster, parsed.condition, parsed.targets, parsed.selector, namespace)
+    elif parsed.verb == "rollout" and parsed.targets[:2] == ["status", "deployment"] and parsed.selector:
+        # Each matching Deployment in turn; none matching is "No resources found", exit 0
+        # (kubernetes/kubectl pkg/cmd/rollout/rollout_status.go @v0.36.0).
+        for key, (labels, rolled_out) in cluster.deployments.items():
+            if key.startswith(f"{namespace}/") and _label_matches(parsed.selector, labels) and not rolled_out:
+                raise KubectlError(f'deployment "{key}" exceeded its progress deadline')
     elif parsed.verb == "rollout" and parsed.targets[0] == "status":
         for target in parsed.targets[1:]:
             kind, _, name = target.partition("/")
@@ -120,7 +133,7 @@ def _wait(cluster: Cluster, condition: str, targets: list[str], selector: str | 
     if selector is not None:
         _wait_for_selected_nodes(cluster, condition, targets, selector)
         return
-    if condition.startswith("jsonpath="):
+    if condition.startswith("jsonpath=") or (condition == "condition=Ready" and targets[0].startswith("node/")):
         _wait_for_named_nodes(cluster, condition, targets)
         return
     keys = [_object_key(target, namespace) for target in targets]
@@ -152,6 +165,38 @@ def _wait_for_selected_nodes(cluster: Cluster, condition: str, targets: list[str
         raise KubectlError("timed out waiting for the condition")
 
 
+def _label_matches(selector: str, labels: Mapping[str, str]) -> bool:
+    """`key=value` or `key in (a,b)`: the two forms the gates use (apimachinery labels.Parse @v0.36.0)."""
+    key, _, rest = selector.partition(" in (")
+    if rest:
+        return labels.get(key.strip()) in rest.rstrip(")").split(",")
+    key, _, value = selector.partition("=")
+    return labels.get(key) == value
+
+
+def _wait_for_pods(
+    cluster: Cluster, condition: str, selector: str | None, field_selector: str | None, namespace: str | None
+) -> None:
+    if selector is None or namespace is None:
+        raise ValueError("the gates wait for pods by label, in a namespace")
+    node = (field_selector or "").removeprefix("spec.nodeName=") or None
+    matches = [
+        pod
+        for pod in cluster.pods
+        if pod["namespace"] == namespace
+        and _label_matches(selector, pod["labels"])
+        and (node is None or pod["node"] == node)
+    ]
+    if condition == "create":
+        if not matches:
+            raise KubectlError("timed out waiting for the condition")
+        return
+    if not matches:
+        raise KubectlError("no matching resources found")
+    if condition != "condition=Ready" or not all(pod["ready"] for pod in matches):
+        raise KubectlError("timed out waiting for the condition")
+
+
 def _wait_for_named_nodes(cluster: Cluster, condition: str, targets: list[str]) -> None:
     for target in targets:
         kind, _, name = target.partition("/")
@@ -161,30 +206,55 @@ def _wait_for_named_nodes(cluster: Cluster, condition: str, targets: list[str]) 
             # A named object must exist: only --for=create waits for one (kubernetes/kubectl
             # pkg/cmd/wait/wait.go RunWaitContext @v0.36.0).
             raise KubectlError(f'nodes "{name}" not found')
-        if not _node_has(cluster.nodes[name], condition):
+        node = cluster.nodes[name]
+        met = node.get("ready", True) if condition == "condition=Ready" else _node_has(node, condition)
+        if not met:
             raise KubectlError("timed out waiting for the condition")
 
 
 @dataclass
 class Outcome:
     passed: bool
-    restarts: int
+    failed_pods: list[str]
+    """The pods the Job kept after they failed, each with what its failed step printed (`kubectl logs`)."""
+
+    @property
+    def retries(self) -> int:
+        return len(self.failed_pods)
 
 
 def run_job(job_spec: Mapping[str, Any], cluster: Cluster, files: Mapping[str, str]) -> Outcome:
-    """The kubelet and Job controller: containers in order, each restarted on failure until backoffLimit."""
+    """The kubelet and the Job controller (kubernetes/kubernetes pkg/controller/job/job_controller.go @v1.36.0).
+
+    restartPolicy Never: a failed step fails its pod, which is kept with its logs, and the Job starts a new pod
+    (every step again, from the first) until more pods failed than backoffLimit allows.
+    restartPolicy OnFailure: the kubelet restarts the failed step in the same pod, and the Job counts restarts;
+    once past backoffLimit the Job fails and deletes its active pods, that pod included: nothing is kept.
+    """
     pod = job_spec["template"]["spec"]
-    assert pod["restartPolicy"] == "OnFailure", "steps are retried by restarting them"
-    restarts = 0
-    for container in [*pod.get("initContainers", []), *pod["containers"]]:
+    containers = [*pod.get("initContainers", []), *pod["containers"]]
+    for container in containers:
         programs = IMAGE_PROGRAMS[container["image"].rsplit(":", 1)[0]]
         assert container["command"][0] in programs, container
-        while True:
-            try:
+    if pod["restartPolicy"] == "OnFailure":
+        restarts = 0
+        for container in containers:
+            while True:
+                try:
+                    kubectl(cluster, list(container["args"]), files)
+                    break
+                except KubectlError:
+                    restarts += 1
+                    if restarts > job_spec["backoffLimit"]:
+                        return Outcome(passed=False, failed_pods=[])
+        return Outcome(passed=True, failed_pods=[])
+    assert pod["restartPolicy"] == "Never"
+    failed: list[str] = []
+    while len(failed) <= job_spec["backoffLimit"]:
+        try:
+            for container in containers:
                 kubectl(cluster, list(container["args"]), files)
-                break
-            except KubectlError:
-                restarts += 1
-                if restarts >= job_spec["backoffLimit"]:
-                    return Outcome(passed=False, restarts=restarts)
-    return Outcome(passed=True, restarts=restarts)
+            return Outcome(passed=True, failed_pods=failed)
+        except KubectlError as error:
+            failed.append(str(error))
+    return Outcome(passed=False, failed_pods=failed)

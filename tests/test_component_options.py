@@ -83,6 +83,7 @@ def _observability(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
         gpus_ready=[],
         leaf_queues=settings.queue_tree.leaves,
         limits={},
+        kubectl_version=settings.versions.kubectl,
     )
     Observability("observability", args, opts=opts)
 

@@ -4,6 +4,7 @@ Each gate is taken from what the real program registers (Job spec and files), so
 the test exercises exactly the pod a cluster would run.
 """
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -51,19 +52,55 @@ def _run_gate(run: ProgramRun, name: str, cluster: Cluster) -> Outcome:
 # --- KAI ------------------------------------------------------------------------------------------
 
 KAI_CONFIG = "configs.kai.scheduler/kai-config"
+KAI_OPERANDS = (
+    "binder",
+    "admission",
+    "pod-grouper",
+    "queue-controller",
+    "podgroup-controller",
+    "kai-scheduler-default",
+)
+
+
+def _kai_deployments(*rolling: str) -> dict[str, tuple[dict[str, str], bool]]:
+    """KAI's operand Deployments (pkg/operator/operands @v0.16.8), and its operator's, which carries no
+    managed-by label; `rolling` are still rolling out."""
+    operands = {
+        f"kai-scheduler/{name}": ({"app": name, "app.kubernetes.io/managed-by": "kai-operator"}, name not in rolling)
+        for name in KAI_OPERANDS
+    }
+    return {**operands, "kai-scheduler/kai-operator": ({"app": "kai-operator"}, False)}
 
 
 @pytest.mark.parametrize("refusals", [0, 3])
 def test_kai_gate_waits_for_the_operator_then_retries_until_the_webhook_admits(
     dev_run: ProgramRun, refusals: int
 ) -> None:
-    cluster = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=refusals)
+    cluster = Cluster(
+        objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=refusals, deployments=_kai_deployments()
+    )
     outcome = _run_gate(dev_run, "kai-gate", cluster)
     assert outcome.passed
-    assert outcome.restarts == refusals
+    assert outcome.retries == refusals
     verbs = [call[:2] for call in cluster.calls]
-    assert verbs[:2] == [["wait", "--for=create"], ["wait", "--for=condition=Ready"]]
-    assert verbs[2:] == [["create", "--dry-run=server"]] * (refusals + 1)
+    # Each pod runs every step from the first; only the probe is refused.
+    one_pod = [
+        ["wait", "--for=create"],
+        ["wait", "--for=condition=Ready"],
+        ["rollout", "status"],
+        ["create", "--dry-run=server"],
+    ]
+    assert verbs[: len(one_pod)] == one_pod
+    assert verbs.count(["create", "--dry-run=server"]) == refusals + 1
+
+
+def test_after_an_upgrade_the_kai_gate_waits_until_every_operand_has_rolled_out(dev_run: ProgramRun) -> None:
+    """Config Ready can hold while the scheduler's Deployment (not the Config's operand) still rolls out."""
+    rolling = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments("kai-scheduler-default"))
+    assert not _run_gate(dev_run, "kai-gate", rolling).passed
+    assert not any("--dry-run=server" in call for call in rolling.calls), "no probe before the rollout"
+    done = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments())
+    assert _run_gate(dev_run, "kai-gate", done).passed
 
 
 def test_kai_gate_never_probes_when_kai_never_reports_ready(dev_run: ProgramRun) -> None:
@@ -76,7 +113,26 @@ def test_kai_gate_gives_up_when_the_webhook_never_answers(dev_run: ProgramRun) -
     cluster = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=10**6)
     outcome = _run_gate(dev_run, "kai-gate", cluster)
     assert not outcome.passed
-    assert outcome.restarts == dev_run.one(JOB, "kai-gate").inputs["spec"]["backoffLimit"]
+    assert outcome.retries == dev_run.one(JOB, "kai-gate").inputs["spec"]["backoffLimit"] + 1
+
+
+@pytest.mark.parametrize("gate", ["kai-gate", "host-gpu-gate", "team-nlp-ready"])
+def test_a_failed_gate_keeps_every_failed_pod_and_what_its_step_said(dev_run: ProgramRun, gate: str) -> None:
+    """`kubectl logs job/<gate>` must have something to show at 3 a.m."""
+    spec = dev_run.one(JOB, gate).inputs["spec"]
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    outcome = run_job(spec, Cluster(), _gate(dev_run, gate)[1])
+    assert not outcome.passed
+    assert len(outcome.failed_pods) == spec["backoffLimit"] + 1
+    assert all(outcome.failed_pods)
+
+
+def test_with_on_failure_a_failed_gate_would_leave_nothing_to_read(dev_run: ProgramRun) -> None:
+    """Why Never: the Job controller deletes its active pods when it fails, the restarting one included."""
+    spec = copy.deepcopy(dev_run.one(JOB, "kai-gate").inputs["spec"])
+    spec["template"]["spec"]["restartPolicy"] = "OnFailure"
+    outcome = run_job(spec, Cluster(), _gate(dev_run, "kai-gate")[1])
+    assert (outcome.passed, outcome.failed_pods) == (False, [])
 
 
 def test_kai_gate_probe_is_a_valid_root_queue(dev_run: ProgramRun) -> None:
@@ -106,22 +162,38 @@ def test_the_kai_gate_runs_again_exactly_when_the_release_changes(dev_run: Progr
 # --- GPU ------------------------------------------------------------------------------------------
 
 
-def _gpu_cluster(*nodes: str, allocatable: bool = True, available: int | None = None) -> Cluster:
-    """GPU nodes as the operator leaves them: labelled, advertising GPUs, its DaemonSets on each."""
+def _gpu_cluster(
+    *nodes: str, allocatable: bool = True, available: int | None = None, dead: tuple[str, ...] = ()
+) -> Cluster:
+    """GPU nodes as the operator leaves them: labelled, advertising GPUs, its DaemonSets' pods on each, Ready on
+    the first `available` nodes (all by default). A `dead` node keeps its labels, allocatable GPUs and pods (the
+    API server still holds what it last reported), but it and its pods are not Ready."""
     count = len(nodes)
+    ready = count if available is None else available
+    alive = [node for node in nodes if node not in dead]
     return Cluster(
         objects={f"daemonset/{OPERATOR_NAMESPACE}/{name}" for name in GPU_OPERATOR_DAEMONSETS},
         nodes={
             node: {
                 "labels": {"nvidia.com/gpu.present": "true"},
                 "allocatable": {"nvidia.com/gpu": "1"} if allocatable or index else {},
+                "ready": node not in dead,
             }
             for index, node in enumerate(nodes)
         },
         daemonsets={
-            f"{OPERATOR_NAMESPACE}/{name}": (count, count if available is None else available)
-            for name in GPU_OPERATOR_DAEMONSETS
+            f"{OPERATOR_NAMESPACE}/{name}": (count, min(ready, len(alive))) for name in GPU_OPERATOR_DAEMONSETS
         },
+        pods=[
+            {
+                "namespace": OPERATOR_NAMESPACE,
+                "labels": {"app": name},
+                "node": node,
+                "ready": index < ready and node not in dead,
+            }
+            for index, node in enumerate(nodes)
+            for name in GPU_OPERATOR_DAEMONSETS
+        ],
     )
 
 
@@ -141,7 +213,8 @@ def test_the_gpu_gate_asks_for_no_gpu_so_it_passes_when_every_gpu_is_taken(dev_r
     [
         pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2"), True, id="every-node-ready"),
         pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", allocatable=False), False, id="a-node-without-gpus"),
-        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", available=1), False, id="operands-missing-on-a-node"),
+        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", available=0), False, id="operands-missing-on-a-node"),
+        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", dead=("gpu-node-1",)), False, id="its-node-not-ready"),
         pytest.param(_gpu_cluster(), False, id="no-gpu-node"),
     ],
 )
@@ -174,6 +247,26 @@ def test_the_gpu_gate_waits_for_every_machine_this_stack_built(
     for node in unlabelled:
         cluster.nodes[node]["labels"] = {}
     assert _run_gate(run, "host-gpu-gate", cluster).passed == passes
+
+
+def _ssh_with_workers(*workers: str) -> ProgramRun:
+    host = {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": a} for a in workers]}
+    return run_main({**dev_settings(), "host": host}, {"sshPrivateKey": "stand-in key"})
+
+
+def test_a_dead_worker_being_removed_does_not_hold_the_gpu_gate() -> None:
+    """Its machine died, and it is no longer in config: its node is NotReady and its operand pods never available,
+    until the `up` that removes it (deletes come last) gets that far."""
+    run = _ssh_with_workers("203.0.113.21")
+    cluster = _gpu_cluster("gpu-node-1", WORKERS[0], WORKERS[1], dead=(WORKERS[1],))
+    assert _run_gate(run, "host-gpu-gate", cluster).passed
+
+
+def test_a_dead_worker_still_in_config_holds_the_gpu_gate() -> None:
+    """A machine the stack is to run on must be Ready with every operand: the gate does not pass around it."""
+    run = _ssh_with_workers("203.0.113.21", "203.0.113.22")
+    cluster = _gpu_cluster("gpu-node-1", *WORKERS, dead=(WORKERS[1],))
+    assert not _run_gate(run, "host-gpu-gate", cluster).passed
 
 
 def test_without_an_operator_of_ours_the_gpu_gate_checks_the_nodes_alone() -> None:

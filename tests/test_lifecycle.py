@@ -156,7 +156,8 @@ CHANGES = [
     ("versions.vcluster", "0.35.2", {f"{team}-vcluster" for team in TEAMS}),
     ("versions.gpuOperator", "v26.3.4", {"host-gpu-operator-check", "host-gpu-operator", "host-gpu-gate"}),
     ("versions.microk8s", "1.37/stable", {*BOOTSTRAP_AFTER_CHANNEL, "host-gpu-operator-check", "host-gpu-gate"}),
-    ("versions.kubectl", "v1.36.1", GATES),
+    # The gates' image, and kube-prometheus-stack's CRD upgrade job's.
+    ("versions.kubectl", "v1.36.1", {*GATES, "observability-stack"}),
     # The team dashboard draws each queue's limit, which no metric carries.
     ("queues.1.resources.gpu.limit", 0.5, {"queues-team-nlp", DASHBOARDS}),
     ("queues.2.priority", 50, {"queues-team-vision"}),

@@ -127,8 +127,9 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
                 parent, gated = by_urn[parent.parent], gated + 1
             owner = owners.get(registration.name.split("-")[0], "VClusterTenant")
             assert parent.type == f"gpu-tenancy:index:{owner}", registration.name
-    # The GPU gate: account, two roles, two bindings, Job; KAI's: account, role, binding, files, Job; a tenant's: Job.
-    assert gated == 6 + 5 + 3
+    # The GPU gate: account, two roles, two bindings, Job; KAI's: account, two roles, two bindings, files, Job;
+    # a tenant's: Job.
+    assert gated == 6 + 7 + 3
 
 
 def test_stack_outputs(dev_run: ProgramRun) -> None:

@@ -4,6 +4,7 @@ The host scripts run on the stand-in machine against a stand-in MicroK8s cluster
 control plane and one worker); the program runs under mocks.
 """
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,50 @@ def test_the_first_control_plane_address_that_answers_is_used(
         assert [url.split(":")[0] for url in joins] == [joined_through]
 
 
+DOCKER_BRIDGE = "172.17.0.1"
+
+
+def _ticket_with_docker(cluster: FakeHost) -> Any:
+    """What add-node lists on a control plane that runs Docker: its bridge address first."""
+    ticket = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    bridge = f"{DOCKER_BRIDGE}:25000/{ticket.token}"
+    return dataclasses.replace(ticket, urls=(bridge, *ticket.urls))
+
+
+def test_a_worker_never_joins_through_an_address_of_its_own(cluster: FakeHost) -> None:
+    """The worker runs Docker too: 172.17.0.1 is its own bridge, where its own cluster agent answers."""
+    cluster.state.update(
+        FAKE_LOCAL_ADDRESSES=f"10.0.0.6 {DOCKER_BRIDGE}",
+        FAKE_REACHABLE=f"{DOCKER_BRIDGE} 10.0.0.5",
+        FAKE_JOIN_FAILS_VIA=DOCKER_BRIDGE,
+    )
+    result = _join(cluster, join_urls(_ticket_with_docker(cluster), "198.51.100.7"))
+    assert result.returncode == 0, result.stderr
+    joins = [call.split()[2].split(":")[0] for call in cluster.calls() if call.startswith("microk8s join")]
+    assert joins == ["10.0.0.5"]
+    assert "skipping 172.17.0.1:25000" in result.stderr
+
+
+def test_a_join_that_fails_moves_on_to_the_next_address(cluster: FakeHost) -> None:
+    """The first address answers, but not as this cluster's control plane: the next one is tried."""
+    cluster.state.update(FAKE_REACHABLE="10.0.0.5 198.51.100.7", FAKE_JOIN_FAILS_VIA="10.0.0.5")
+    ticket = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    result = _join(cluster, join_urls(ticket, "198.51.100.7"))
+    assert result.returncode == 0, result.stderr
+    joins = [call.split()[2].split(":")[0] for call in cluster.calls() if call.startswith("microk8s join")]
+    assert joins == ["10.0.0.5", "198.51.100.7"]
+    assert ticket.token.split("/")[0] not in result.stderr, "the token stays blanked"
+
+
+def test_when_every_join_fails_the_error_says_where_and_what_next(cluster: FakeHost) -> None:
+    cluster.state.update(FAKE_REACHABLE="10.0.0.5", FAKE_JOIN_FAILS_VIA="10.0.0.5")
+    ticket = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
+    result = _join(cluster, join_urls(ticket, "198.51.100.7"))
+    assert result.returncode == 1
+    assert "microk8s join failed through 10.0.0.5:25000" in result.stderr
+    assert "pulumi up" in result.stderr
+
+
 def test_a_machine_without_a_token_that_is_not_a_node_fails_with_the_fix(cluster: FakeHost) -> None:
     result = _join(cluster, "")
     assert result.returncode == 1
@@ -126,6 +171,24 @@ def test_a_worker_leaves_only_when_it_is_in_a_cluster(cluster: FakeHost) -> None
     (cluster.root / "clustered.lock").touch()
     assert _join(cluster, "", action="leave").returncode == 0
     assert not (cluster.root / "clustered.lock").exists()
+
+
+def test_a_dead_worker_is_drained_without_waiting_for_what_it_cannot_confirm(cluster: FakeHost) -> None:
+    """Its machine is gone: the node is NotReady, its pods never finish terminating, and a plain drain hangs."""
+    cluster.cluster_nodes(gpu_node_2={"worker": True, "ready": False})
+    result = _node(cluster, "drain")
+    assert result.returncode == 0, result.stderr
+    flags = cluster.nodes()["gpu-node-2"]["drain_flags"]
+    assert {"--force", "--disable-eviction", "--skip-wait-for-delete-timeout=1"} <= set(flags)
+    assert _node(cluster, "remove").returncode == 0
+    assert "gpu-node-2" not in cluster.nodes()
+
+
+def test_a_live_worker_is_drained_politely(cluster: FakeHost) -> None:
+    """Evictions honour PodDisruptionBudgets, and pods get their grace period."""
+    cluster.cluster_nodes(gpu_node_2={"worker": True, "ready": True})
+    assert _node(cluster, "drain").returncode == 0
+    assert not {"--force", "--disable-eviction"} & set(cluster.nodes()["gpu-node-2"]["drain_flags"])
 
 
 def test_removing_a_worker_drains_it_then_removes_its_node(cluster: FakeHost) -> None:
@@ -270,8 +333,12 @@ def test_the_gpu_gate_waits_for_every_worker_and_checks_every_node(ssh_run: Prog
     for address in ("203.0.113.21", "203.0.113.22"):
         assert gate.depends_on(_step(ssh_run, f"{address}-ready"))
     pod = gate.inputs["spec"]["template"]["spec"]
-    waited = [c["args"][1] for c in [*pod["initContainers"], *pod["containers"]] if c["args"][1].startswith("node/")]
-    assert waited == ["node/gpu-node-1", "node/gpu-node-203-0-113-21", "node/gpu-node-203-0-113-22"]
+    nodes = ["node/gpu-node-1", "node/gpu-node-203-0-113-21", "node/gpu-node-203-0-113-22"]
+    steps = {c["name"]: c["args"] for c in [*pod["initContainers"], *pod["containers"]]}
+    labelled = [args[1] for name, args in steps.items() if name.endswith("-labelled") and args[1].startswith("node/")]
+    assert labelled == nodes
+    assert [a for a in steps["gpu-nodes-ready"] if a.startswith("node/")] == nodes
+    assert [a for a in steps["gpus-allocatable"] if a.startswith("node/")] == nodes, "only the stack's machines"
     assert set(ssh_run.exports["gpu"].value) == {"gpu-node-1", "gpu-node-203-0-113-21", "gpu-node-203-0-113-22"}
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kai_scheduler.gate import GATE_GRANTS, gate_files, kai_gate_steps
+from components.kai_scheduler.gate import gate_files, gate_grants, kai_gate_steps
 from components.kai_scheduler.values import kai_release_values
 from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
@@ -77,8 +77,8 @@ class KaiScheduler(pulumi.ComponentResource):
             GateArgs(
                 object_name="kai-gate",
                 namespace=namespace_name,
-                steps=kai_gate_steps(settings.ready_timeout_seconds),
-                grants=GATE_GRANTS,
+                steps=kai_gate_steps(settings.ready_timeout_seconds, settings.namespace),
+                grants=gate_grants(settings.namespace),
                 kubectl_version=args.kubectl_version,
                 timeout_seconds=settings.ready_timeout_seconds,
                 # A new chart, version or values re-runs the gate.

@@ -68,6 +68,8 @@ class ObservabilityArgs:
     leaf_queues: Sequence[str]
     limits: Mapping[str, float]
     """Each queue's GPU limit (-1: none), for the dashboards: no metric carries it."""
+    kubectl_version: str
+    """Tag of registry.k8s.io/kubectl for the chart's CRD upgrade job (versions.kubectl)."""
     microk8s: bool = False
     """The cluster is MicroK8s this stack built: its control plane runs in kubelite, its state in dqlite."""
     prometheus_node: pulumi.Input[str] | None = None
@@ -100,7 +102,9 @@ class Observability(pulumi.ComponentResource):
             )
             namespace = object_name(created)
             values = pulumi.Output.from_input(args.prometheus_node).apply(
-                lambda node: kube_prometheus_values(settings, microk8s=args.microk8s, prometheus_node=node)
+                lambda node: kube_prometheus_values(
+                    settings, microk8s=args.microk8s, kubectl_version=args.kubectl_version, prometheus_node=node
+                )
             )
             release = helm_release(
                 f"{name}-stack",

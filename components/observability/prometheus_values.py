@@ -36,8 +36,24 @@ kubernetes-system-controller-manager.yaml, kubernetes-system-scheduler.yaml, kub
 etcd.yaml @kube-prometheus-stack-88.5.3)."""
 
 
+CRD_UPGRADE_BUSYBOX = "1.37.0-musl"
+"""The busybox the chart's CRD upgrade job decompresses the CRDs with (`sh -c bzcat`), pinned instead of the
+chart's `latest`: docker-library/official-images library/busybox lists 1.37.0-musl."""
+
+
+def crd_upgrade_job(kubectl_version: str) -> dict[str, Any]:
+    """Helm installs a chart's crds/ once and never upgrades them; the chart's pre-upgrade hook Job applies them
+    (server-side, taking them over from Helm) on every install, upgrade and rollback
+    (templates/prometheus-operator/crds-upgrade @kube-prometheus-stack-88.5.3, off by default). Its kubectl image
+    defaults to the cluster's version as a tag, which an EKS-style version (v1.33.5-eks-...) is not: pinned."""
+    return {
+        "enabled": True,
+        "image": {"busybox": {"tag": CRD_UPGRADE_BUSYBOX}, "kubectl": {"tag": kubectl_version}},
+    }
+
+
 def kube_prometheus_values(
-    settings: ObservabilityConfig, *, microk8s: bool, prometheus_node: str | None = None
+    settings: ObservabilityConfig, *, microk8s: bool, kubectl_version: str, prometheus_node: str | None = None
 ) -> dict[str, Any]:
     """On MicroK8s, the scrapes it cannot answer are off (a stack's own values may turn them on again);
     `prometheus_node` keeps Prometheus, and its volume, on the node that holds it."""
@@ -59,6 +75,7 @@ def kube_prometheus_values(
     platform = {
         "prometheus": {"prometheusSpec": prometheus},
         "kube-state-metrics": {"metricLabelsAllowlist": [NAMESPACE_LABELS_ALLOWLIST]},
+        "crds": {"upgradeJob": crd_upgrade_job(kubectl_version)},
         # The chart's dashboard sidecar searches ALL namespaces (values.yaml @kube-prometheus-stack-88.5.3), where
         # the syncers copy teams' ConfigMaps with their labels: only the platform's namespace is read.
         "grafana": {"sidecar": {"dashboards": {"enabled": True, "searchNamespace": settings.namespace}}},

@@ -2,9 +2,13 @@
 
 Why only kubectl: the image holds nothing else (see upstream.KUBECTL_IMAGE). Each
 step is one kubectl command in its own container, the steps run in order as init
-containers (the last as the main container), and a failed step is retried by the
-kubelet (restartPolicy OnFailure) with its back-off. The Job's backoffLimit counts
-those restarts (kubernetes/api batch/v1/types.go @v0.36.0).
+containers (the last as the main container). A failed step fails its pod
+(restartPolicy Never), and the Job starts a new pod after its back-off, up to
+backoffLimit failed pods (kubernetes/api batch/v1/types.go @v0.36.0). Every failed
+pod is kept, with its logs: with OnFailure the failing pod would be the Job's one
+active pod, and a Job that fails deletes its active pods
+(kubernetes/kubernetes pkg/controller/job/job_controller.go, deleteActivePods @v1.36.0),
+so `kubectl logs` would find nothing.
 """
 
 import dataclasses
@@ -26,7 +30,7 @@ LOCKED_DOWN: dict[str, Any] = {
     "capabilities": {"drop": ["ALL"]},
 }
 RETRIES = 6
-"""Failed steps the kubelet may restart before the Job fails: its back-off (10 s, doubling) spans minutes."""
+"""Failed pods the Job replaces before it fails: its back-off (10 s, doubling, at most 6 min) spans minutes."""
 
 
 def _plain(value: Any) -> Any:
@@ -85,7 +89,7 @@ def gate_pod(
         volumes.append({"name": "gate", "configMap": {"name": files_config_map}})
     return {
         "serviceAccountName": service_account,
-        "restartPolicy": "OnFailure",
+        "restartPolicy": "Never",
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": NON_ROOT_UID,

@@ -26,6 +26,7 @@ KUBE_PROMETHEUS_STACK_OWNED_VALUES: OwnedValues = {
         "the dashboards and the cost report meet teams through the namespace labels it allows"
     ),
     ("grafana", "sidecar", "dashboards", "enabled"): "the dashboards are provisioned through the sidecar",
+    ("crds", "upgradeJob"): "the CRDs are upgraded with the chart by its CRD upgrade job, with pinned images",
     ("grafana", "sidecar", "dashboards", "searchNamespace"): (
         "Grafana loads dashboards from observability.namespace only: a team's ConfigMap could replace the platform's"
     ),

@@ -3,9 +3,12 @@
 #
 # ACTION=join: a machine that already joined is left alone (`microk8s join` has no such guard
 # itself; `var/lock/clustered.lock` marks a joined node: canonical/microk8s
-# scripts/wrappers/join.py mark_worker_node @v1.36). Otherwise the first join URL whose control-plane
-# address answers on the cluster-agent port is used with `microk8s join <url> --worker`, which opens
-# its connection without a timeout of its own (join.py @v1.36), hence the probe first.
+# scripts/wrappers/join.py mark_worker_node @v1.36). Otherwise each join URL is tried in turn with
+# `microk8s join <url> --worker`, which opens its connection without a timeout of its own (join.py
+# @v1.36), hence a probe of the cluster-agent port first; a join that fails moves on to the next URL.
+# `add-node` lists an URL for every address of the control plane's interfaces, Docker's 172.17.0.1
+# among them (scripts/wrappers/add_token.py get_network_info @v1.36): an address that is also one of
+# this machine's own (`hostname -I`) would reach the worker's own cluster agent, so it is skipped.
 # ACTION=leave: `microk8s leave` turns a joined worker back into a stand-alone MicroK8s; a machine
 # that is not joined is left alone (the leave wrapper would exit 1:
 # microk8s-resources/wrappers/microk8s-leave.wrapper @v1.36).
@@ -47,11 +50,17 @@ fi
 [[ -n "${URLS}" ]] \
   || fail "this machine is not a node of the cluster and has no join token: run \`pulumi up\` again, which issues one"
 
+own=" $(hostname -I 2>/dev/null || true) "
 tried=()
+failed=()
 for url in ${URLS}; do
   endpoint="${url%%/*}"
   address="${endpoint%:*}"
   port="${endpoint##*:}"
+  if [[ "${own}" == *" ${address} "* || "${address}" == 127.* ]]; then
+    log "skipping ${endpoint}: that address is this machine's own (its own cluster agent would answer)"
+    continue
+  fi
   # shellcheck disable=SC2016 # $1 and $2 are the probe's own arguments.
   if timeout "${CONNECT_TIMEOUT_SECONDS}" bash -c ': >"/dev/tcp/$1/$2"' probe "${address}" "${port}" 2>/dev/null; then
     log "joining the cluster through ${endpoint}"
@@ -59,8 +68,13 @@ for url in ${URLS}; do
       echo "joined=true"
       exit 0
     fi
-    fail "microk8s join through ${endpoint} failed (its output is above)"
+    log "microk8s join through ${endpoint} failed (its output is above); trying the next address"
+    failed+=("${endpoint}")
+    continue
   fi
   tried+=("${endpoint}")
 done
-fail "no control-plane address answers from this machine (${tried[*]}): workers reach the control plane directly on ${port:-25000}/tcp and 16443/tcp, and 4789/udp both ways (docs/operations.md)"
+if ((${#failed[@]})); then
+  fail "microk8s join failed through ${failed[*]} (and nothing answered at ${tried[*]:-no other address}): see its output above; if the token was used up, run \`pulumi up\` again, which issues a new one"
+fi
+fail "no control-plane address answers from this machine (${tried[*]:-none}): workers reach the control plane directly on ${port:-25000}/tcp and 16443/tcp, and 4789/udp both ways (docs/operations.md)"

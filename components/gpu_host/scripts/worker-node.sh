@@ -6,7 +6,11 @@
 # joined before. Joined workers carry node.kubernetes.io/microk8s-worker (canonical/microk8s
 # scripts/wrappers/join.py @v1.36).
 # ACTION=ready: wait until the node exists and is Ready.
-# ACTION=drain: move every pod off the node, DaemonSets aside; a missing node is fine.
+# ACTION=drain: move every pod off the node, DaemonSets aside; a missing node is fine. A node that is not
+# Ready (its machine died) cannot confirm its pods are gone, and drain would wait for them for ever: its pods
+# are deleted rather than evicted (--disable-eviction, past PodDisruptionBudgets), unmanaged ones too
+# (--force), and pods already being deleted are not waited for (--skip-wait-for-delete-timeout):
+# kubernetes/kubectl pkg/cmd/drain/drain.go @v0.36.0.
 # ACTION=remove: `microk8s remove-node`, which deletes the Node and its callback token, and exits 1
 # for a node that does not exist (scripts/wrappers/remove_node.py @v1.36), hence the check.
 #
@@ -44,8 +48,15 @@ case "${ACTION}" in
     ;;
   drain)
     if exists; then
-      log "draining"
-      kubectl drain "${NODE_NAME}" --ignore-daemonsets --delete-emptydir-data --timeout="${TIMEOUT_SECONDS}s" >&2
+      flags=(--ignore-daemonsets --delete-emptydir-data --timeout="${TIMEOUT_SECONDS}s")
+      ready=$(kubectl get node "${NODE_NAME}" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')
+      if [[ "${ready}" != True ]]; then
+        log "the node is not Ready (${ready:-no status}): its machine is gone; deleting its pods without waiting"
+        flags+=(--force --disable-eviction --skip-wait-for-delete-timeout=1)
+      else
+        log "draining"
+      fi
+      kubectl drain "${NODE_NAME}" "${flags[@]}" >&2
     else
       log "no such node; nothing to drain"
     fi
