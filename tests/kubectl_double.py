@@ -92,20 +92,8 @@ def kubectl(cluster: Cluster, args: list[str], files: Mapping[str, str]) -> None
         _wait_for_pods(cluster, parsed.condition, parsed.selector, parsed.field_selector, namespace)
     elif parsed.verb == "wait":
         _wait(cluster, parsed.condition, parsed.targets, parsed.selector, namespace)
-    elif parsed.verb == "rollout" and parsed.targets[:2] == ["status", "deployment"] and parsed.selector:
-        # Each matching Deployment in turn; none matching is "No resources found", exit 0
-        # (kubernetes/kubectl pkg/cmd/rollout/rollout_status.go @v0.36.0).
-        for key, (labels, rolled_out) in cluster.deployments.items():
-            if key.startswith(f"{namespace}/") and _label_matches(parsed.selector, labels) and not rolled_out:
-                raise KubectlError(f'deployment "{key}" exceeded its progress deadline')
     elif parsed.verb == "rollout" and parsed.targets[0] == "status":
-        for target in parsed.targets[1:]:
-            kind, _, name = target.partition("/")
-            if kind != "daemonset" or _object_key(target, namespace) not in cluster.objects:
-                raise KubectlError(f"{target} not found")
-            desired, available = cluster.daemonsets[f"{namespace}/{name}"]
-            if available < desired:
-                raise KubectlError("timed out waiting for the condition")
+        _rollout_status(cluster, parsed.targets[1:], parsed.selector, namespace)
     elif parsed.verb == "create" and parsed.dry_run == "server":
         path = PurePosixPath(parsed.file)
         if str(path.parent) != "/gate" or path.name not in files:
@@ -115,6 +103,23 @@ def kubectl(cluster: Cluster, args: list[str], files: Mapping[str, str]) -> None
             raise KubectlError('failed calling webhook "queue-validation.kai.scheduler": connection refused')
     else:
         raise ValueError(f"the double does not know `kubectl {' '.join(args)}`")
+
+
+def _rollout_status(cluster: Cluster, targets: list[str], selector: str | None, namespace: str | None) -> None:
+    if targets == ["deployment"] and selector:
+        # Each matching Deployment in turn; none matching is "No resources found", exit 0
+        # (kubernetes/kubectl pkg/cmd/rollout/rollout_status.go @v0.36.0).
+        for key, (labels, rolled_out) in cluster.deployments.items():
+            if key.startswith(f"{namespace}/") and _label_matches(selector, labels) and not rolled_out:
+                raise KubectlError(f'deployment "{key}" exceeded its progress deadline')
+        return
+    for target in targets:
+        kind, _, name = target.partition("/")
+        if kind != "daemonset" or _object_key(target, namespace) not in cluster.objects:
+            raise KubectlError(f"{target} not found")
+        desired, available = cluster.daemonsets[f"{namespace}/{name}"]
+        if available < desired:
+            raise KubectlError("timed out waiting for the condition")
 
 
 NAMESPACED = {"secret", "daemonset"}
