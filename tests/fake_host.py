@@ -50,7 +50,13 @@ case "${tool}" in
                     https://10.0.0.5:16443
                   printf 'users:\n- name: admin\n  user:\n    client-key-data: %s\n' "${FAKE_ADMIN_KEY:-a2V5}" ;;
       "kubectl get")
-        if [[ "$3" == deployments ]]; then printf '%s\n' ${FAKE_OPERATOR_NAMESPACES:-}
+        if [[ "$3" == daemonset ]]; then
+          # The ingress add-on's controller: FAKE_INGRESS is traefik (1.35 and later) or nginx (1.34 and before).
+          [[ "$4" == traefik && "${FAKE_INGRESS:-traefik}" == traefik ]] && { echo "daemonset.apps/traefik"; exit 0; }
+          [[ "$4" == nginx-ingress-microk8s-controller && "${FAKE_INGRESS:-}" == nginx ]] \
+            && { echo "daemonset.apps/$4"; exit 0; }
+          echo "Error from server (NotFound): daemonsets.apps \"$4\" not found" >&2; exit 1
+        elif [[ "$3" == deployments ]]; then printf '%s\n' ${FAKE_OPERATOR_NAMESPACES:-}
         else echo "${FAKE_NAMESPACE_PART_OF:-}"; fi ;;
     esac ;;
   openssl) echo "X509v3 Subject Alternative Name:"

@@ -95,6 +95,25 @@ def test_addons_already_enabled_are_left_alone_and_rbac_is_enforced(
     assert enabled == expected
 
 
+@pytest.mark.parametrize(
+    ("running", "passes", "fix"),
+    [("traefik", True, None), ("nginx", False, "microk8s addons repo update core"), ("none", False, "no Traefik")],
+    ids=["traefik", "nginx-from-before-1.35", "nothing"],
+)
+def test_sni_needs_the_traefik_the_ingress_add_on_runs_not_one_that_says_enabled(
+    host: FakeHost, running: str, passes: bool, fix: str | None
+) -> None:
+    """A host upgraded from MicroK8s 1.34 keeps its NGINX ingress, which the add-on's status still calls enabled."""
+    args = host.root / "kube-apiserver"
+    args.write_text("--authorization-mode=RBAC,Node\n")
+    host.state.update(FAKE_ENABLED="dns hostpath-storage ingress", FAKE_INGRESS=running)
+    result = host.run("microk8s-addons.sh", {"ADDONS": "dns hostpath-storage ingress", "APISERVER_ARGS": str(args)})
+    assert (result.returncode == 0) == passes, result.stderr
+    if fix:
+        assert fix in result.stderr
+    assert not [call for call in host.calls() if call.startswith("microk8s disable")], "nothing is switched for you"
+
+
 # --- the kubelet's arguments ----------------------------------------------------------------------
 
 KUBELET_DEFAULTS = kubelet_flags(KubeletSettings())

@@ -11,6 +11,12 @@
 #   microk8s-resources/default-args/kube-apiserver @v1.36). The admin kubeconfig (CN=admin,
 #   O=system:masters) keeps full access; CoreDNS, hostpath-provisioner and Calico ship their RBAC.
 #
+# - ingress (expose sni) must be Traefik: MicroK8s 1.35 replaced NGINX with Traefik in its ingress add-on
+#   (canonical/microk8s-core-addons ce8e8d1, branch 1.35), but a snap refresh redeploys no add-on, and the
+#   status check of either version finds an NGINX ingress enabled (1.34: pod/nginx-ingress-microk8s-controller;
+#   1.36: the ingressclass `public`, which NGINX made too): so what runs is checked, the Traefik DaemonSet
+#   ingress/traefik (addons/ingress/enable, values.yaml @f689811).
+#
 # Inputs (environment): ADDONS (space-separated add-on names), APISERVER_ARGS (optional; the API
 # server's arguments file).
 set -euo pipefail
@@ -26,6 +32,16 @@ for addon in ${ADDONS}; do
     sudo -n microk8s enable "${addon}" >&2
   fi
 done
+
+if [[ " ${ADDONS} " == *" ingress "* ]] \
+  && ! sudo -n microk8s kubectl get daemonset traefik -n ingress -o name >/dev/null 2>&1; then
+  if sudo -n microk8s kubectl get daemonset nginx-ingress-microk8s-controller -n ingress -o name >/dev/null 2>&1; then
+    echo "[microk8s] the ingress add-on runs NGINX (enabled before MicroK8s 1.35, kept by the refresh), and expose: sni needs the Traefik it installs since 1.35. Switch it (Ingresses on the host stop for about a minute): sudo microk8s addons repo update core && sudo microk8s disable ingress && sudo microk8s enable ingress, then run pulumi up again" >&2
+  else
+    echo "[microk8s] the ingress add-on reports enabled, but no Traefik DaemonSet ingress/traefik runs: check \`microk8s kubectl get all -n ingress\`, or re-enable it (sudo microk8s disable ingress && sudo microk8s enable ingress)" >&2
+  fi
+  exit 1
+fi
 
 if sudo -n grep -qx -- '--authorization-mode=RBAC,Node' "${APISERVER_ARGS}"; then
   echo "[microk8s] RBAC is already enforced" >&2
