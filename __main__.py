@@ -93,7 +93,7 @@ tenants = {
             tenant=tenant,
             ports=ports.assignment.apply(partial(PortAssignment.of, tenant=tenant.name)),
             settings=settings.vcluster,
-            version=settings.versions.vcluster or "",
+            version=settings.vcluster_version(tenant),
             kubectl_version=settings.versions.kubectl,
             host_address=host.address,
             api_endpoints=host.api_endpoints,

@@ -13,6 +13,7 @@ from config.observability.settings import ObservabilityConfig
 from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
 from config.queue_hierarchy.queues import QueueConfig
 from config.types import ConfigModel
+from config.upstream import VCLUSTER_VERIFIED_VERSION
 from config.vcluster_tenant.capacity import PLATFORM_QUOTA_KEYS, control_plane_footprint, quota_shortfalls
 from config.vcluster_tenant.tenants import TenantConfig, VClusterConfig, node_port_issues
 from config.versions import VersionsConfig
@@ -231,7 +232,24 @@ class StackConfig(ConfigModel):
             for queue, names in self._tenants_by_queue().items()
             if len(names) > 1
         ]
-        return unassigned_warnings(self.queues) + shared
+        return unassigned_warnings(self.queues) + shared + self._unverified_vclusters()
+
+    def vcluster_version(self, tenant: TenantConfig) -> str:
+        """The tenant's vCluster chart version: its own, or the stack's."""
+        return tenant.vcluster_version or self.versions.vcluster or ""
+
+    def _unverified_vclusters(self) -> list[str]:
+        by_version: dict[str, list[str]] = {}
+        for tenant in self.tenants:
+            version = self.vcluster_version(tenant)
+            if version != VCLUSTER_VERIFIED_VERSION:
+                by_version.setdefault(version, []).append(tenant.name)
+        return [
+            f"tenants {', '.join(names)} run vCluster {version}: the fence and gangs were read against the "
+            f"{VCLUSTER_VERIFIED_VERSION} syncer (docs/security.md); check what a team's objects become on the host "
+            "before relying on them"
+            for version, names in sorted(by_version.items())
+        ]
 
     def _tenants_by_queue(self) -> dict[str, list[str]]:
         grouped: dict[str, list[str]] = {}

@@ -281,6 +281,9 @@ LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 # --- vCluster (chart 0.35.1) ---------------------------------------------------------------------
 
 VCLUSTER_CHART = "vcluster"
+VCLUSTER_VERIFIED_VERSION = "0.35.1"
+"""The vCluster whose syncer the fence and the gangs were read against (every @v0.35.1 in this file): another
+version is a warning until each of those behaviours is read again at it."""
 SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
 VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 # Set to the vCluster's name, and to the object's virtual namespace, on every object its syncer creates on the

@@ -38,6 +38,10 @@ PULLED_CHARTS = CACHE / "charts"
 
 CHART_SOURCES = {
     "vcluster-0.35.1.tgz": ("vcluster", "https://charts.loft.sh", "0.35.1"),
+    # Versions a tenant may go first on (tenants[].vclusterVersion); the render tests run the platform's values
+    # through each.
+    "vcluster-0.35.3.tgz": ("vcluster", "https://charts.loft.sh", "0.35.3"),
+    "vcluster-0.36.1.tgz": ("vcluster", "https://charts.loft.sh", "0.36.1"),
     "kai-scheduler-v0.16.8.tgz": ("oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler", None, "v0.16.8"),
     "gpu-operator-v26.3.3.tgz": ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.3.3"),
     "kube-prometheus-stack-88.5.3.tgz": (

@@ -34,7 +34,8 @@ def failure_text(command: str, stdout: str, stderr: str, exit_error: str = "exit
 # - the Kubernetes provider replaces itself when its clusterIdentifier changes, and not otherwise while it is set
 #   (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig @v4.32.0); a Helm release is replaced
 #   when its name or namespace changes (helm_release.go Diff, forceNewFields ".name", ".namespace"), any other
-#   object when its metadata.name or metadata.namespace does.
+#   object when its metadata.name or metadata.namespace does, or a field the API server keeps immutable
+#   (diff.go forceNew).
 
 _PATH = re.compile(r"[^.\[\]]+|\[(\d+|\*)\]")
 
@@ -91,17 +92,40 @@ def _replaces(old: Registration, new: Registration, inputs: dict[str, Any], repl
     if new.type.startswith("pulumi:providers:kubernetes"):
         before, after = old.inputs.get("clusterIdentifier"), inputs.get("clusterIdentifier")
         return bool(before and after and before != after)
-    if new.provider.rsplit("::", 1)[0] in replaced:
-        return True
-    for path in new.replace_on_changes:
-        if list(_get(old.inputs, _parts(path))) != list(_get(inputs, _parts(path))):
-            return True
+    return (
+        new.provider.rsplit("::", 1)[0] in replaced
+        or any(list(_get(old.inputs, _parts(p))) != list(_get(inputs, _parts(p))) for p in new.replace_on_changes)
+        or _provider_replaces(old, new, inputs)
+    )
+
+
+def _provider_replaces(old: Registration, new: Registration, inputs: dict[str, Any]) -> bool:
+    """What pulumi-kubernetes' Diff asks to replace."""
     if new.type == "kubernetes:helm.sh/v3:Release":
         return any(old.inputs.get(k) != inputs.get(k) for k in ("name", "namespace"))
-    if new.type.startswith("kubernetes:"):
-        before, after = old.inputs.get("metadata") or {}, inputs.get("metadata") or {}
-        return any(before.get(k) != after.get(k) for k in ("name", "namespace"))
-    return False
+    if not new.type.startswith("kubernetes:"):
+        return False
+    before, after = old.inputs.get("metadata") or {}, inputs.get("metadata") or {}
+    # Also the fields the API server will not change in place (diff.go forceNew: a Job's template, completions,
+    # parallelism and selector; a binding's roleRef).
+    immutable = FORCE_NEW.get(new.type.rsplit(":", 1)[-1], ())
+    return any(before.get(k) != after.get(k) for k in ("name", "namespace")) or any(
+        _field(old.inputs, path) != _field(inputs, path) for path in immutable
+    )
+
+
+FORCE_NEW = {
+    "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.selector"),
+    "RoleBinding": ("roleRef",),
+    "ClusterRoleBinding": ("roleRef",),
+}
+
+
+def _field(inputs: dict[str, Any], path: str) -> Any:
+    node: Any = inputs
+    for key in path.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def plan(before: ProgramRun, after: ProgramRun) -> list[Step]:

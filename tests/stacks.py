@@ -45,6 +45,13 @@ def _kubeconfig(config: Json) -> Json:
     return config
 
 
+def _newer_vclusters(config: Json) -> Json:
+    """Two teams gone first onto newer vClusters (tenants[].vclusterVersion)."""
+    config["tenants"][0]["vclusterVersion"] = "0.35.3"
+    config["tenants"][1]["vclusterVersion"] = "0.36.1"
+    return config
+
+
 def _sni(config: Json) -> Json:
     config["vcluster"] = {"expose": "sni", "domain": "gpu.example.com"}
     return config
@@ -54,14 +61,16 @@ STACKS: dict[str, tuple[Callable[[Json], Json], dict[str, str]]] = {
     "brev": (_brev, {}),
     "brev-sni": (_sni, {}),
     "ssh-2-workers": (_ssh, {"sshPrivateKey": "key"}),
+    "brev-newer-vclusters": (_newer_vclusters, {}),
     "kubeconfig": (_kubeconfig, {"kubeconfig": FAKE_KUBECONFIG}),
     "kubeconfig-sni": (lambda c: _sni(_kubeconfig(c)), {"kubeconfig": FAKE_KUBECONFIG}),
 }
-BOOTSTRAPPED = ("brev", "brev-sni", "ssh-2-workers")
+BOOTSTRAPPED = ("brev", "brev-sni", "ssh-2-workers", "brev-newer-vclusters")
 MACHINES = {
     "brev": (BREV_ADDRESS,),
     "brev-sni": (BREV_ADDRESS,),
     "ssh-2-workers": (SSH_ADDRESS, *WORKERS),
+    "brev-newer-vclusters": (BREV_ADDRESS,),
     "kubeconfig": (EXISTING_CLUSTER_ADDRESS,),
     "kubeconfig-sni": (EXISTING_CLUSTER_ADDRESS,),
 }

@@ -24,6 +24,7 @@ PROBE_FILE = "probe-queue.yaml"
 PROBE_QUEUE = QueueConfig(name=ADMISSION_PROBE_QUEUE)
 """Submitted only as a dry run: it is never stored, so it cannot clash with real queues."""
 
+
 def gate_grants(namespace: str) -> tuple[Grant, ...]:
     return (
         Grant(

@@ -192,6 +192,11 @@ class TenantConfig(ConfigModel):
         description="NodePort of the tenant's API server (expose: nodePort); assigned once and kept when unset.",
     )
     values: dict[str, Any] = Field(default_factory=dict, description="vCluster Helm values, merged last.")
+    vcluster_version: PinnedVersion | None = Field(
+        default=None,
+        description="This tenant's vCluster chart version; default versions.vcluster. A bump restarts only this "
+        "team's control plane, so one team can go first.",
+    )
     addons: list[AddonConfig] = Field(default_factory=list)
     pod_security: PodSecurityLevel | None = Field(
         default=None, description="Overrides vcluster.podSecurity for this tenant; applies when it is created."

@@ -1,0 +1,62 @@
+"""The ways through docs/operations.md's recovery runbook names exist: its commands target what the program makes.
+
+A runbook that names a resource the program no longer has, or a variable the provider does not read,
+dead-ends at 3 a.m.; these tests keep it true.
+"""
+
+import os
+import re
+from unittest import mock
+
+import pytest
+
+from harness import ROOT, ProgramRun, dev_settings, run_main
+
+RUNBOOK = (ROOT / "docs" / "operations.md").read_text()
+STATE_DELETE = re.compile(r"pulumi state delete '(urn:pulumi:<stack>::[^']+)'")
+
+
+@pytest.fixture(scope="module")
+def with_worker() -> ProgramRun:
+    config = {
+        **dev_settings(),
+        "host": {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "10.0.0.6"}]},
+    }
+    return run_main(config, {"sshPrivateKey": "stand-in key"}, stack="prod")
+
+
+def test_every_urn_the_runbook_deletes_from_the_state_is_one_the_program_makes(with_worker: ProgramRun) -> None:
+    templates = STATE_DELETE.findall(RUNBOOK)
+    assert len(templates) >= 2, "the dead-worker steps"
+    urns = {r.urn for r in with_worker.registrations}
+    for template in templates:
+        urn = template.replace("<stack>", "prod").replace("<w>", "10.0.0.6")
+        assert urn in urns, urn
+
+
+def test_the_steps_the_runbook_drops_are_those_that_need_the_dead_machine(with_worker: ProgramRun) -> None:
+    """Every step whose delete runs on the worker itself over SSH, and nothing else."""
+    on_worker = {
+        r.name
+        for r in with_worker.registrations
+        if r.type == "command:remote:Command"
+        and r.inputs["connection"]["host"] == "10.0.0.6"
+        and r.inputs.get("delete")
+    }
+    named = {template.rsplit("::", 1)[1].replace("<w>", "10.0.0.6") for template in STATE_DELETE.findall(RUNBOOK)}
+    assert named == on_worker
+
+
+def test_pulumi_k8s_delete_unreachable_reaches_every_kubernetes_provider() -> None:
+    """The program sets no deleteUnreachable of its own: the variable the runbook gives is what decides."""
+    assert "PULUMI_K8S_DELETE_UNREACHABLE=true" in RUNBOOK
+    plain = run_main(dev_settings(), shared=False)
+    providers = plain.of_type("pulumi:providers:kubernetes")
+    assert providers
+    assert all("deleteUnreachable" not in p.inputs for p in providers)
+    with mock.patch.dict(os.environ, {"PULUMI_K8S_DELETE_UNREACHABLE": "true"}):
+        forced = run_main(dev_settings(), shared=False)
+    # Provider config travels as strings.
+    assert all(
+        p.inputs.get("deleteUnreachable") in (True, "true") for p in forced.of_type("pulumi:providers:kubernetes")
+    )
