@@ -65,7 +65,13 @@ def _cost_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m fairshare cost", description="GPU-hours and cost per queue over a window, from Prometheus."
     )
-    parser.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus' base URL")
+    parser.add_argument(
+        "--prometheus",
+        required=True,
+        metavar="URL",
+        help="Prometheus' base URL, without credentials: those come from PROMETHEUS_BEARER_TOKEN(_FILE) or "
+        "PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD(_FILE)",
+    )
     parser.add_argument("--window", default="30d", help="how far back: 30d, 12h, 2w, 90m (default 30d)")
     parser.add_argument("--price-per-gpu-hour", type=float, required=True, metavar="P")
     parser.add_argument("--stack", default="dev", help="the stack whose queues to report (default dev)")
@@ -85,8 +91,16 @@ def cost_main(argv: Sequence[str]) -> int:
         price = _price(args.price_per_gpu_hour) or 0.0
         settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
         prometheus = Prometheus(args.prometheus)
-        gpu_hours, utilisation = measure(prometheus, settings.queues, args.window)
-        report = cost_report(settings.queues, gpu_hours, utilisation, window=args.window, price=price)
+        measured = measure(prometheus, settings.queues, args.window)
+        report = cost_report(
+            settings.queues,
+            measured.gpu_hours,
+            measured.utilisation,
+            window=args.window,
+            price=price,
+            coverage=measured.coverage,
+            notes=tuple(measured.notes),
+        )
     except ConfigError as error:
         print(f"fairshare cost: {'; '.join(error.problems)}", file=sys.stderr)
         return INVALID_INPUT

@@ -16,7 +16,7 @@ from config.queue_hierarchy.hierarchy import QueueTree
 from config.queue_hierarchy.queues import QueueConfig
 from config.upstream import KAI_QUEUE_ALLOCATED_GPUS, KAI_QUEUE_LABEL
 from fairshare import queries
-from fairshare.prometheus import Prometheus, integral_hours, mean, step_for, window_seconds
+from fairshare.prometheus import MIN_STEP_SECONDS, Prometheus, integral_hours, mean, step_for, window_seconds
 from fairshare.table import aligned
 
 
@@ -34,17 +34,62 @@ class QueueCost:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """What the data covers of the window asked for: Prometheus keeps what its retention allows."""
+
+    window_seconds: int
+    first_sample: float | None
+    """When the earliest series starts; None without data."""
+    end: float
+
+    @property
+    def covered_seconds(self) -> float:
+        return 0.0 if self.first_sample is None else self.end - self.first_sample
+
+    @property
+    def short(self) -> bool:
+        """The data starts later than the window by more than a scrape-and-step's slack."""
+        return self.covered_seconds < self.window_seconds - 2 * MIN_STEP_SECONDS
+
+
+@dataclass(frozen=True)
+class Measurement:
+    gpu_hours: dict[str, float]
+    utilisation: dict[str, float]
+    coverage: Coverage
+    notes: list[str]
+    """What the report could not do, each a line: e.g. utilisation that could not be read."""
+
+
+@dataclass(frozen=True)
 class CostReport:
     window: str
     price_per_gpu_hour: float
     queues: list[QueueCost]
+    coverage: Coverage | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def period(self) -> str:
+        """What the figures are over: the window, or, when the data starts later, only what it covers."""
+        if self.coverage is None or not self.coverage.short:
+            return f"Last {self.window}"
+        days = self.coverage.covered_seconds / 86400
+        since = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.coverage.first_sample or 0))
+        return f"{self.window} asked, but the data covers only the last {days:.1f} days (since {since})"
 
     def to_data(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "window": self.window,
             "pricePerGpuHour": self.price_per_gpu_hour,
             "queues": {q.name: {"gpuHours": round(q.gpu_hours, 6), "cost": round(q.cost, 6)} for q in self.queues},
         }
+        if self.coverage is not None and self.coverage.first_sample is not None:
+            data["coveredSeconds"] = round(self.coverage.covered_seconds)
+            data["coveredFrom"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.coverage.first_sample))
+        if self.notes:
+            data["notes"] = list(self.notes)
+        return data
 
 
 def _depths(tree: QueueTree) -> dict[str, int]:
@@ -66,6 +111,8 @@ def cost_report(
     *,
     window: str,
     price: float,
+    coverage: Coverage | None = None,
+    notes: tuple[str, ...] = (),
 ) -> CostReport:
     """Leaves as measured, parents as the sum of their leaves, in config order, depth first."""
     tree = QueueTree(queues)
@@ -86,7 +133,7 @@ def cost_report(
                 utilisation=utilisation.get(queue.name) if tree.is_leaf(queue.name) else None,
             )
         )
-    return CostReport(window=window, price_per_gpu_hour=price, queues=rows)
+    return CostReport(window=window, price_per_gpu_hour=price, queues=rows, coverage=coverage, notes=notes)
 
 
 def _depth_first(tree: QueueTree) -> list[QueueConfig]:
@@ -102,10 +149,12 @@ def _depth_first(tree: QueueTree) -> list[QueueConfig]:
     return ordered
 
 
-def measure(
-    prometheus: Prometheus, queues: list[QueueConfig], window: str, *, now: float | None = None
-) -> tuple[dict[str, float], dict[str, float]]:
-    """GPU-hours and mean utilisation per leaf queue over the window ending now."""
+def measure(prometheus: Prometheus, queues: list[QueueConfig], window: str, *, now: float | None = None) -> Measurement:
+    """GPU-hours and mean utilisation per leaf queue over the window ending now, and what the data covers.
+
+    GPU-hours come from KAI's allocation gauge alone; utilisation needs dcgm-exporter and kube-state-metrics as
+    well, and a failure to read it is a note, never a report without GPU-hours.
+    """
     seconds = window_seconds(window)
     end = time.time() if now is None else now
     start, step = end - seconds, step_for(seconds)
@@ -124,12 +173,18 @@ def measure(
             ]
         )
     gpu_hours = {leaf: integral_hours(allocated[leaf], step) for leaf in leaves}
-    utilisation = {}
-    for series in prometheus.query_range(queries.utilisation(selector), start, end, step):
-        value = mean(series.samples)
-        if value is not None:
-            utilisation[series.labels.get(queries.KSM_QUEUE_LABEL, "")] = value
-    return gpu_hours, utilisation
+    firsts = [samples[0][0] for samples in allocated.values() if samples]
+    coverage = Coverage(seconds, min(firsts) if firsts else None, end)
+    utilisation: dict[str, float] = {}
+    notes: list[str] = []
+    try:
+        for series in prometheus.query_range(queries.utilisation(selector), start, end, step):
+            value = mean(series.samples)
+            if value is not None:
+                utilisation[series.labels.get(queries.KSM_QUEUE_LABEL, "")] = value
+    except ConfigError as error:
+        notes.append(f"mean utilisation could not be read ({'; '.join(error.problems)}); GPU-hours are complete")
+    return Measurement(gpu_hours, utilisation, coverage, notes)
 
 
 def render_cost(report: CostReport) -> str:
@@ -142,7 +197,8 @@ def render_cost(report: CostReport) -> str:
     lines = aligned(rows)
     lines.append("")
     lines.append(
-        f"Last {report.window} at {report.price_per_gpu_hour:g} per GPU-hour. Parents are their leaves' subtotals. "
+        f"{report.period}, at {report.price_per_gpu_hour:g} per GPU-hour. Parents are their leaves' subtotals. "
         "Mean utilisation covers whole-GPU pods only: a GPU fraction's use shows under KAI's reservation pod."
     )
+    lines += [f"Note: {note}." for note in report.notes]
     return "\n".join(lines)

@@ -7,6 +7,8 @@ are always quoted: unquoted, Mermaid drops their spaces and refuses `:` and `/`
 (mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md).
 """
 
+import math
+
 from fairshare.plan import HOURS_PER_MONTH, Plan, QueuePlan
 from fairshare.table import PRICE_NOTE, plan_rows
 
@@ -33,13 +35,46 @@ def _table(plan: Plan, price: float | None) -> list[str]:
     return lines
 
 
-def _chart(title: str, leaves: list[QueuePlan], values: list[float], top: float) -> list[str]:
+BAR_COLOUR = "#2f81f7"
+"""Contrast 3.7:1 on GitHub's light background (#ffffff) and 5.0:1 on its dark one (#0d1117): a bar shows in both."""
+LABEL_COLOUR = "#ffffff"
+"""The value written on each bar, on the bar's own colour."""
+BAR_HEIGHT = 28
+"""Pixels per team: a team's name needs its own line."""
+
+
+def axis_top(values: list[float]) -> float:
+    """The axis end that fits these numbers: the next of 1, 2, 2.5 or 5 times a power of ten at or above the
+    largest, so the longest bar fills most of the width, whatever the other scenarios' values."""
+    largest = max([*values, 0.0])
+    if largest <= 0:
+        return 1.0
+    power: float = 10.0 ** math.floor(math.log10(largest))
+    return next(step * power for step in (1.0, 2.0, 2.5, 5.0, 10.0) if step * power >= largest - 1e-9)
+
+
+def _chart(title: str, leaves: list[QueuePlan], values: list[float]) -> list[str]:
+    """A horizontal bar per team, each labelled with its value, with frontmatter config (Mermaid 10.5 and later,
+    mermaid-js/mermaid packages/mermaid/src/docs/config/configuration.md): `horizontal` puts every team's name on
+    a line of its own (mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md)."""
+    height = 120 + BAR_HEIGHT * len(leaves)
     return [
         "```mermaid",
-        "xychart-beta",
+        "---",
+        "config:",
+        "  xyChart:",
+        "    width: 800",
+        f"    height: {height}",
+        "    showDataLabel: true",
+        "  themeVariables:",
+        "    xyChart:",
+        f'      plotColorPalette: "{BAR_COLOUR}"',
+        f'      dataLabelColor: "{LABEL_COLOUR}"',
+        "---",
+        "xychart-beta horizontal",
         f"    title {_label(title)}",
         f"    x-axis {_label('leaf queue')} [{', '.join(_label(q.name) for q in leaves)}]",
-        f"    y-axis {_label('GPUs')} 0 --> {top:g}",
+        f"    y-axis {_label('GPUs')} 0 --> {axis_top(values):g}",
         f"    bar [{', '.join(f'{v:.2f}' for v in values)}]",
         "```",
     ]
@@ -47,7 +82,6 @@ def _chart(title: str, leaves: list[QueuePlan], values: list[float], top: float)
 
 def render_markdown(plan: Plan, *, stack: str, price: float | None = None) -> str:
     leaves = [q for q in plan.queues if q.alone is not None]
-    top = max([plan.capacity, *(getattr(q, key) or 0.0 for q in leaves for key, _ in SCENARIOS)])
     lines = [
         f"### Fair-share plan for stack `{stack}`",
         "",
@@ -61,5 +95,5 @@ def render_markdown(plan: Plan, *, stack: str, price: float | None = None) -> st
         lines += [PRICE_NOTE.format(hours=HOURS_PER_MONTH, price=price), ""]
     for key, title in SCENARIOS:
         values = [float(getattr(q, key) or 0.0) for q in leaves]
-        lines += [*_chart(title, leaves, values, top), ""]
+        lines += [*_chart(title, leaves, values), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -1,13 +1,17 @@
 """Reading range series from Prometheus' HTTP API, with the failures a user can act on as one line each."""
 
+import base64
 import itertools
 import json
 import math
+import os
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from config.issues import ConfigError
@@ -43,11 +47,56 @@ class Series:
     """(unix seconds, value), in time order."""
 
 
+CREDENTIAL_VARIABLES = (
+    "PROMETHEUS_BEARER_TOKEN",
+    "PROMETHEUS_BEARER_TOKEN_FILE",
+    "PROMETHEUS_USERNAME",
+    "PROMETHEUS_PASSWORD",
+    "PROMETHEUS_PASSWORD_FILE",
+)
+"""Where credentials come from: the environment (a token, or a user and password) or a file it names, never the
+command line (`ps` shows it to every user, and shells keep it in their history)."""
+
+
+def authorization(environment: Mapping[str, str]) -> str | None:
+    """The Authorization header the environment asks for, or None; a file's trailing newline is not the secret's."""
+
+    def secret(name: str) -> str | None:
+        if environment.get(f"{name}_FILE"):
+            path = Path(environment[f"{name}_FILE"])
+            try:
+                return path.read_text().strip()
+            except OSError as error:
+                raise ConfigError([f"{name}_FILE names {path}, which cannot be read: {error.strerror}"]) from None
+        return environment.get(name) or None
+
+    token = secret("PROMETHEUS_BEARER_TOKEN")
+    if token:
+        return f"Bearer {token}"
+    user, password = environment.get("PROMETHEUS_USERNAME"), secret("PROMETHEUS_PASSWORD")
+    if user or password:
+        if not (user and password):
+            raise ConfigError(["set both PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD (or PROMETHEUS_PASSWORD_FILE)"])
+        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    return None
+
+
 class Prometheus:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, environment: Mapping[str, str] | None = None) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            # The URL is not repeated: it holds the credential.
+            raise ConfigError(
+                [
+                    "--prometheus: the URL carries a user and password, which the command line shows to anyone "
+                    "on this machine: give the URL without them, and the credentials in PROMETHEUS_USERNAME and "
+                    "PROMETHEUS_PASSWORD (or PROMETHEUS_BEARER_TOKEN)"
+                ]
+            )
         if not re.match(r"^https?://[^/\s]+", url):
             raise ConfigError([f"--prometheus {url!r}: give Prometheus' base URL, e.g. http://localhost:9090"])
         self.url = url.rstrip("/")
+        self._authorization = authorization(os.environ if environment is None else environment)
 
     def query_range(self, query: str, start: float, end: float, step: int) -> list[Series]:
         parameters = urllib.parse.urlencode({"query": query, "start": start, "end": end, "step": step})
@@ -64,16 +113,34 @@ class Prometheus:
         ]
 
     def _get(self, path: str) -> Any:
+        request = urllib.request.Request(self.url + path)
+        if self._authorization is not None:
+            request.add_header("Authorization", self._authorization)
         try:
-            with urllib.request.urlopen(self.url + path, timeout=TIMEOUT_SECONDS) as response:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
                 return json.load(response)
         except urllib.error.HTTPError as error:
-            raise ConfigError([f"Prometheus at {self.url} refused the query: {_reason(error)}"]) from None
+            raise ConfigError([_refusal(self.url, error, authorized=self._authorization is not None)]) from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
             reason = getattr(error, "reason", error)
             raise ConfigError([f"cannot reach Prometheus at {self.url}: {reason}"]) from None
         except json.JSONDecodeError:
             raise ConfigError([f"{self.url} did not answer with JSON: is it Prometheus?"]) from None
+
+
+def _refusal(url: str, error: urllib.error.HTTPError, *, authorized: bool) -> str:
+    if error.code == 404:
+        return (
+            f"{url} has no Prometheus API (HTTP 404 for /api/v1/query_range): give Prometheus' base URL, the one "
+            "its web UI opens at (e.g. http://prometheus:9090, or http://host/prometheus behind a path prefix)"
+        )
+    if error.code in (401, 403):
+        wanted = "were refused" if authorized else "are needed"
+        return (
+            f"Prometheus at {url} answered HTTP {error.code}: credentials {wanted}; set PROMETHEUS_BEARER_TOKEN "
+            "(or PROMETHEUS_BEARER_TOKEN_FILE), or PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD"
+        )
+    return f"Prometheus at {url} refused the query: {_reason(error)}"
 
 
 def _reason(error: urllib.error.HTTPError) -> str:

@@ -52,12 +52,15 @@ def over_quota(selector: str = ".+") -> str:
 
 
 def _per_queue(metric: str, selector: str) -> str:
-    """A dcgm-exporter metric per queue: each GPU's series joined to its pod's namespace's queue label."""
-    return (
-        f"avg by ({KSM_QUEUE_LABEL}) ({metric}"
-        f" * on (namespace) group_left ({KSM_QUEUE_LABEL})"
-        f' {KSM_NAMESPACE_LABELS}{{{KSM_QUEUE_LABEL}=~"{selector}"}})'
-    )
+    """A dcgm-exporter metric per queue: each GPU's series joined to its pod's namespace's queue label.
+
+    kube-state-metrics gives one `kube_namespace_labels` series per namespace per replica: two replicas
+    all the time, or one replica and its successor for the minutes of a rollout (their `pod` and
+    `instance` labels differ). A join on `namespace` with two matches on the right is refused
+    ("many-to-many matching not allowed"), so that side is reduced to one series per namespace first.
+    """
+    namespaces = f'max by (namespace, {KSM_QUEUE_LABEL}) ({KSM_NAMESPACE_LABELS}{{{KSM_QUEUE_LABEL}=~"{selector}"}})'
+    return f"avg by ({KSM_QUEUE_LABEL}) ({metric} * on (namespace) group_left ({KSM_QUEUE_LABEL}) {namespaces})"
 
 
 def utilisation(selector: str = ".+") -> str:

@@ -44,8 +44,9 @@ def plan_rows(plan: Plan, price: float | None = None) -> list[list[str]]:
         if what_if:
             row += [_gpus(q.demand), _gpus(q.what_if)]
         if price is not None:
-            hours = None if q.rigid is None else q.rigid * HOURS_PER_MONTH
-            row += ["" if hours is None else f"{hours:.0f}", "" if hours is None else f"{hours * price:.2f}"]
+            # The cost is the hours as shown times the price, so a reviewer's check of one against the other holds.
+            hours = None if q.rigid is None else round(q.rigid * HOURS_PER_MONTH, 1)
+            row += ["" if hours is None else f"{hours:.1f}", "" if hours is None else f"{hours * price:.2f}"]
         rows.append(row)
     return rows
 

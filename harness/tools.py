@@ -10,7 +10,9 @@ the way each project packages its releases; where that is absent (a GitHub runne
 `pull-charts` fetches the same versions from the official repositories into
 `.cache/charts/` with `helm pull`.
 
-    venv/bin/python -m harness.tools install-helm pull-charts
+    venv/bin/python -m harness.tools install-helm pull-charts install-debian install-mermaid
+
+Prometheus and Chromium come from Debian's packages (apt-get), mermaid-cli from the npm registry.
 """
 
 import argparse
@@ -120,15 +122,88 @@ def pull_charts() -> list[Path]:
     return pulled
 
 
+DEBIAN_PACKAGES = {"prometheus": ("prometheus", "promtool"), "chromium": ("chromium",)}
+"""Debian packages the tests run, by the programs they must put on PATH: Prometheus 2.42 with promtool (bookworm),
+and Chromium, which mermaid-cli drives."""
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+"""Debian's Chromium, or what a GitHub runner ships instead: any of them drives mermaid-cli."""
+
+
+def browser_path() -> str | None:
+    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
+
+
+MERMAID_CLI = "@mermaid-js/mermaid-cli"
+MERMAID_CLI_VERSION = "11.17.0"
+"""mermaid-cli 11.17.0 bundles Mermaid 11.17.2, whose xychart has data labels (showDataLabel)."""
+MERMAID_DIR = TOOLS / "mermaid"
+
+
+def mmdc_path() -> Path | None:
+    mmdc = MERMAID_DIR / "node_modules" / ".bin" / "mmdc"
+    return mmdc if mmdc.is_file() else None
+
+
+def _unavailable(message: str) -> None:
+    """Outside CI a missing installer skips the tests that need it (they say so); in CI it is an error."""
+    if os.environ.get("CI", "").lower() == "true":
+        raise SystemExit(message)
+    print(f"warning: {message}; the tests that need it will be skipped", file=sys.stderr)
+
+
+def install_debian() -> list[str]:
+    """The Debian packages whose programs are missing, with apt-get (as root, or through sudo)."""
+    missing = [
+        package
+        for package, programs in DEBIAN_PACKAGES.items()
+        if not (browser_path() if package == "chromium" else all(map(shutil.which, programs)))
+    ]
+    if not missing:
+        return []
+    if shutil.which("apt-get") is None:
+        _unavailable(f"no apt-get to install {', '.join(missing)}: install them from your package manager")
+        return []
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=environment)
+        command = [*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing]
+        subprocess.run(command, check=True, env=environment)
+    except (subprocess.CalledProcessError, FileNotFoundError) as error:
+        _unavailable(f"apt-get could not install {', '.join(missing)} ({error})")
+        return []
+    return missing
+
+
+def install_mermaid() -> Path | None:
+    """mermaid-cli from npm into .cache/tools/mermaid, without the browser puppeteer would download: it drives
+    Debian's Chromium (install-debian)."""
+    if (found := mmdc_path()) is not None:
+        return found
+    if shutil.which("npm") is None:
+        _unavailable("npm is needed to install mermaid-cli: install Node.js")
+        return None
+    MERMAID_DIR.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, "PUPPETEER_SKIP_DOWNLOAD": "1"}
+    command = ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(MERMAID_DIR)]
+    subprocess.run([*command, f"{MERMAID_CLI}@{MERMAID_CLI_VERSION}"], check=True, env=environment)
+    return mmdc_path()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="+", choices=["install-helm", "pull-charts"])
+    actions = ["install-helm", "pull-charts", "install-debian", "install-mermaid"]
+    parser.add_argument("what", nargs="+", choices=actions)
     for what in parser.parse_args().what:
         if what == "install-helm":
             print(install_helm())
-        else:
+        elif what == "pull-charts":
             for path in pull_charts():
                 print(path)
+        elif what == "install-debian":
+            print(" ".join(install_debian()) or "Debian packages: all present")
+        else:
+            print(install_mermaid())
     sys.stdout.flush()
 
 

@@ -260,3 +260,24 @@ def test_off_registers_nothing_of_it() -> None:
 @pytest.mark.parametrize(("size", "cap"), [("50Gi", "42GiB"), ("1Gi", "1GiB"), ("200G", "158GiB")])
 def test_the_size_cap_is_under_the_volume(size: str, cap: str) -> None:
     assert retention_size(size) == cap
+
+
+def test_framebuffer_memory_is_shown_in_mebibytes() -> None:
+    """dcgm-exporter reports DCGM_FI_DEV_FB_USED in MiB: Grafana's mbytes; decmbytes would read them as SI MB."""
+    for dashboard in (fleet_dashboard(["team-nlp"]), team_dashboard({})):
+        memory = [p for p in dashboard["panels"] if "memory" in p["title"].lower()]
+        assert memory
+        assert {p["fieldConfig"]["defaults"]["unit"] for p in memory} == {"mbytes"}
+
+
+def test_the_time_over_quota_stat_is_one_instant_value() -> None:
+    (panel,) = [p for p in team_dashboard({})["panels"] if p["title"] == "Time over quota"]
+    assert panel["type"] == "stat"
+    assert all(t.get("instant") is True and t.get("range") is False for t in panel["targets"])
+
+
+def test_every_scrape_finds_its_targets_by_endpointslice(dev_install: ProgramRun) -> None:
+    """KAI's scheduler, with more than one replica, has a selector-less Service and an EndpointSlice of its own."""
+    monitors = dev_install.of_type(MONITOR)
+    assert monitors
+    assert {m.inputs["spec"]["serviceDiscoveryRole"] for m in monitors} == {"EndpointSlice"}

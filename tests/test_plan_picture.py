@@ -5,15 +5,17 @@ import io
 import re
 
 import pytest
+import yaml
 
 from fairshare.cli import main
 from fairshare.plan import HOURS_PER_MONTH
 
 LEAVES = ["team-nlp", "team-vision", "team-recommender"]
 CHART = re.compile(r"```mermaid\n(.*?)```", re.DOTALL)
-# The xychart grammar this renderer relies on (mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md).
+# The xychart grammar this renderer relies on (mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md),
+# after the frontmatter that configures the chart.
 LINES = [
-    re.compile(r"^xychart-beta$"),
+    re.compile(r"^xychart-beta horizontal$"),
     re.compile(r'^    title "[^"]+"$'),
     re.compile(r'^    x-axis "[^"]+" \[("[^"]+"(, "[^"]+")*)\]$'),
     re.compile(r'^    y-axis "[^"]+" 0 --> [0-9.]+$'),
@@ -32,7 +34,10 @@ def markdown() -> str:
 def _charts(markdown: str) -> list[tuple[str, list[str], list[float]]]:
     charts = []
     for block in CHART.findall(markdown):
-        lines = block.rstrip("\n").split("\n")
+        _, frontmatter, body = block.split("---\n", 2)
+        config = yaml.safe_load(frontmatter)["config"]
+        assert config["xyChart"]["showDataLabel"] is True, "every bar shows its value"
+        lines = body.rstrip("\n").split("\n")
         assert len(lines) == len(LINES), block
         matches = [pattern.match(line) for pattern, line in zip(LINES, lines, strict=True)]
         assert all(matches), block
@@ -60,9 +65,12 @@ def test_the_table_has_a_row_per_queue_with_its_guaranteed_hours_and_cost(markdo
     assert header[-2:] == ["GPU-h/month", "cost/month"]
     body = {cell[0].strip("*` "): cell for cell in ([c.strip() for c in r.strip("|").split("|")] for r in rows[2:])}
     assert list(body) == ["ml-org", *LEAVES]
-    hours = 0.33 * HOURS_PER_MONTH
-    assert body["team-nlp"][-2:] == [f"{hours:.0f}", f"{hours * 2.5:.2f}"]
+    hours = round(0.33 * HOURS_PER_MONTH, 1)
+    assert body["team-nlp"][-2:] == [f"{hours:.1f}", f"{hours * 2.5:.2f}"]
     assert body["ml-org"][-2:] == ["", ""], "a parent's guarantee is its teams'"
+    for name in LEAVES:
+        shown_hours, shown_cost = (float(cell) for cell in body[name][-2:])
+        assert f"{shown_hours * 2.5:.2f}" == f"{shown_cost:.2f}", "the cost is the hours shown times the price"
 
 
 def test_a_price_must_be_a_price(capsys: pytest.CaptureFixture[str]) -> None:

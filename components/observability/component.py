@@ -51,6 +51,11 @@ class _Scrape:
         return {
             "selector": {"matchLabels": {"app": self.service}},
             "namespaceSelector": {"matchNames": [self.namespace]},
+            # With more than one scheduler replica KAI makes the scheduler's Service selector-less and writes an
+            # EndpointSlice for the leader itself (no Endpoints object): pkg/operator/operands/scheduler/
+            # resources_for_shard.go endpointSliceForShard @v0.16.8. EndpointSlice discovery finds it, and
+            # every other Service's as well.
+            "serviceDiscoveryRole": "EndpointSlice",
             "endpoints": [endpoint],
         }
 

@@ -21,8 +21,13 @@ FRACTIONS_NOTE = (
 )
 
 
-def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
-    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+def _target(expr: str, legend: str, ref: str, *, instant: bool = False) -> dict[str, Any]:
+    target: dict[str, Any] = {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+    if instant:
+        # One value, evaluated at the end of the range: a range query of `..[$__range:1m]` would draw a series of
+        # sliding windows, and a stat would show its last or mean value, not the range's.
+        target.update({"instant": True, "range": False})
+    return target
 
 
 def _panel(
@@ -33,6 +38,7 @@ def _panel(
     unit: str,
     description: str = "",
     kind: str = "timeseries",
+    instant: bool = False,
 ) -> dict[str, Any]:
     x, y, width, height = position
     return {
@@ -42,7 +48,9 @@ def _panel(
         "datasource": DATASOURCE,
         "gridPos": {"x": x, "y": y, "w": width, "h": height},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "targets": [_target(expr, legend, chr(ord("A") + i)) for i, (expr, legend) in enumerate(targets)],
+        "targets": [
+            _target(expr, legend, chr(ord("A") + i), instant=instant) for i, (expr, legend) in enumerate(targets)
+        ],
     }
 
 
@@ -116,7 +124,7 @@ def fleet_dashboard(leaf_queues: Sequence[str]) -> dict[str, Any]:
             "GPU memory used per node",
             [(queries.node_memory_used(), "{{Hostname}}")],
             position=(12, 9, 12, 8),
-            unit="decmbytes",
+            unit="mbytes",
         ),
     ]
     return _dashboard("gpu-tenancy-fleet", "GPU tenancy: fleet", [_datasource_variable()], panels)
@@ -154,6 +162,7 @@ def team_dashboard(limits: Mapping[str, float]) -> dict[str, Any]:
             position=(16, 0, 8, 9),
             unit="percent",
             kind="stat",
+            instant=True,
             description="Share of the dashboard's time range the team held more GPUs than its quota.",
         ),
         _panel(
@@ -167,7 +176,8 @@ def team_dashboard(limits: Mapping[str, float]) -> dict[str, Any]:
             "GPU memory used by the team's pods",
             [(queries.memory_used("$queue"), "memory used")],
             position=(12, 9, 12, 8),
-            unit="decmbytes",
+            # dcgm-exporter reports framebuffer in MiB: Grafana's mbytes (IEC), not decmbytes (SI megabytes).
+            unit="mbytes",
             description=FRACTIONS_NOTE,
         ),
     ]
