@@ -5,7 +5,7 @@ type it (`gpu-tenancy:queues[1].resources.gpu.limit`), the bad value, and what
 would be valid.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -51,12 +51,16 @@ class ConfigError(Exception):
         super().__init__("\n".join([heading, *(f"  - {p}" for p in self.problems)]))
 
 
-def key_path(path: Path) -> str:
+STACK_KEYS = f"{PROJECT}:"
+"""How a key path starts in stack config; another document (a planner scenario) names its own file instead."""
+
+
+def key_path(path: Path, prefix: str = STACK_KEYS) -> str:
     """`('queues', 1, 'resources')` -> `gpu-tenancy:queues[1].resources`."""
     if not path:
-        return PROJECT
+        return prefix.rstrip(":")
     head, *rest = path
-    text = f"{PROJECT}:{head}"
+    text = f"{prefix}{head}"
     for part in rest:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"
     return text
@@ -69,14 +73,14 @@ def describe(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def problem(path: Path, value: Any, message: str) -> str:
+def problem(path: Path, value: Any, message: str, prefix: str = STACK_KEYS) -> str:
     if value is MISSING:
-        return f"{key_path(path)} {message}"
-    return f"{key_path(path)} = {describe(value)}: {message}"
+        return f"{key_path(path, prefix)} {message}"
+    return f"{key_path(path, prefix)} = {describe(value)}: {message}"
 
 
-def _missing(path: Path) -> str:
-    return f"{key_path(path)} is required but not set"
+def _missing(path: Path, prefix: str) -> str:
+    return f"{key_path(path, prefix)} is required but not set"
 
 
 def _without_tags(loc: Path, unions: Mapping[str, Sequence[str]]) -> Path:
@@ -89,10 +93,23 @@ def _without_tags(loc: Path, unions: Mapping[str, Sequence[str]]) -> Path:
     return tuple(kept)
 
 
-def problems_from(error: ValidationError, unions: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+Explain = Callable[[Mapping[str, Any], Path], str]
+"""Pydantic's failure, at its path, in the house style (config/messages.py)."""
+
+
+def problems_from(
+    error: ValidationError,
+    unions: Mapping[str, Sequence[str]] | None = None,
+    *,
+    explain: Explain | None = None,
+    unknown: Callable[[Path], str] | None = None,
+    prefix: str = STACK_KEYS,
+) -> list[str]:
     """Flatten a pydantic error into one line per problem, expanding our own ConfigIssues.
 
-    `unions` maps a key holding a tagged union to its tags (e.g. `host` -> brev, ssh, kubeconfig).
+    `unions` maps a key holding a tagged union to its tags (e.g. `host` -> brev, ssh, kubeconfig);
+    `explain` and `unknown` say pydantic's own failures and an unknown key in the house style; `prefix` starts
+    each key path.
     """
     unions = unions or {}
     lines: list[str] = []
@@ -108,22 +125,23 @@ def problems_from(error: ValidationError, unions: Mapping[str, Sequence[str]] | 
                     (*loc, tag),
                     given,
                     f"must be one of: {choices}" if given is not MISSING else f"is required: choose one of {choices}",
+                    prefix,
                 )
             )
         elif isinstance(raised, ConfigIssues):
-            lines.extend(_issue_lines(loc, raised.issues))
+            lines.extend(_issue_lines(loc, raised.issues, prefix))
         elif isinstance(raised, ConfigIssue):
-            lines.extend(_issue_lines(loc, [raised]))
+            lines.extend(_issue_lines(loc, [raised], prefix))
         elif detail["type"] == "missing":
-            lines.append(_missing(loc))
+            lines.append(_missing(loc, prefix))
         elif detail["type"] == "extra_forbidden":
-            lines.append(
-                problem(loc, detail["input"], "is not a known key: check its spelling against docs/configuration.md")
-            )
+            spelling = "is not a known key: check its spelling against docs/configuration.md"
+            message = unknown(loc) if unknown else spelling
+            lines.append(problem(loc, detail["input"], message, prefix))
         else:
-            lines.append(problem(loc, detail["input"], detail["msg"]))
+            lines.append(problem(loc, detail["input"], explain(detail, loc) if explain else detail["msg"], prefix))
     return lines
 
 
-def _issue_lines(base: Path, issues: Iterable[ConfigIssue]) -> list[str]:
-    return [problem(base + issue.path, issue.value, issue.message) for issue in issues]
+def _issue_lines(base: Path, issues: Iterable[ConfigIssue], prefix: str) -> list[str]:
+    return [problem(base + issue.path, issue.value, issue.message, prefix) for issue in issues]

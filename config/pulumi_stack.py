@@ -9,14 +9,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi.runtime
 
+from config.credentials import credential_problems
 from config.issues import PROJECT, ConfigError
 from config.sources import (
     SECRET_KEYS,
     SECRET_VALUE_KEYS,
     decode_structured,
     load_settings,
+    required_secrets,
     secret_problems,
     split_project_keys,
+    stray_key_warnings,
     structured_secret_problems,
 )
 from config.stack import StackConfig
@@ -36,6 +39,8 @@ def _project_keys() -> dict[str, str | None]:
     # Pulumi has no public "list my config keys" call; the two places it keeps
     # them are the explicit map (set by tests and the exec host) and PULUMI_CONFIG.
     keys = set(pulumi.runtime.config.CONFIG.get()) | set(pulumi.runtime.get_config_env())
+    for warning in stray_key_warnings(dict.fromkeys(keys)):
+        pulumi.log.warn(warning)
     return split_project_keys({key: pulumi.runtime.get_config(key) for key in keys})
 
 
@@ -48,6 +53,10 @@ def load_stack_inputs() -> StackInputs:
     try:
         settings = load_settings({**plain, **dict.fromkeys(SECRET_KEYS & keys.keys())})
         problems = structured_secret_problems(secret_structured) + secret_problems(settings, keys.keys())
+        # What a mode needs must be a secret, and of the right shape, before anything is registered.
+        credentials = {key: keys[key] or "" for key in required_secrets(settings) & keys.keys()}
+        secret = {key: pulumi.runtime.is_config_secret(f"{PROJECT}:{key}") for key in credentials}
+        problems += credential_problems(credentials, secret)
         if problems:
             raise ConfigError(problems)
     except ConfigError as error:

@@ -6,9 +6,10 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
-from config.gpu_host.host import BOOTSTRAP_MODES, HOST_MODES, HostConfig, KubeconfigHost
-from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path, problems_from
+from config.gpu_host.host import BOOTSTRAP_MODES, HostConfig, KubeconfigHost
+from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path
 from config.kai_scheduler.settings import KaiSchedulerConfig
+from config.messages import house_problems
 from config.observability.settings import ObservabilityConfig
 from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
 from config.queue_hierarchy.queues import QueueConfig
@@ -279,4 +280,4 @@ def parse_stack_config(settings: dict[str, Any]) -> StackConfig:
     try:
         return StackConfig.model_validate(settings)
     except ValidationError as error:
-        raise ConfigError(problems_from(error, {"host": HOST_MODES})) from None
+        raise ConfigError(house_problems(error, StackConfig, ["host"])) from None

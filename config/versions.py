@@ -48,7 +48,10 @@ class VersionsConfig(ConfigModel):
         description="Tag of registry.k8s.io/kubectl, the image of in-cluster readiness gates.",
     )
     microk8s: Microk8sChannel | None = Field(
-        default=None, description="MicroK8s snap channel, e.g. 1.36/stable; required in brev and ssh modes."
+        default=None,
+        # to_camel would make it `microk8S`, which would then be accepted and suggested for a typo.
+        alias="microk8s",
+        description="MicroK8s snap channel, e.g. 1.36/stable; required in brev and ssh modes.",
     )
     vcluster: PinnedVersion | None = Field(
         default=None, description="vCluster chart version, e.g. 0.35.1; required when there are tenants."

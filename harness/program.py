@@ -141,7 +141,8 @@ def run_pulumi(
         logger=logger,
         organization="organization",
     )
-    all_config = {f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
+    # A key with a namespace (`kubernetes:foo`) is passed as it is; the rest are the project's.
+    all_config = {k if ":" in k else f"{PROJECT}:{k}": json.dumps(v) for k, v in (config or {}).items()}
     all_config.update({f"{PROJECT}:{k}": v for k, v in (secrets or {}).items()})
     secret_keys = [f"{PROJECT}:{k}" for k in [*(secrets or {}), *secret_config]]
     pulumi.runtime.set_all_config(all_config, secret_keys=secret_keys)
@@ -214,12 +215,25 @@ def _cached_run(key: str) -> ProgramRun:
 
 
 def attempt_main(
-    config: Mapping[str, Any], secrets: Mapping[str, str] | None = None, secret_config: Sequence[str] = ()
+    config: Mapping[str, Any],
+    secrets: Mapping[str, str] | None = None,
+    secret_config: Sequence[str] = (),
+    *,
+    stack: str = "dev",
+    preview: bool = False,
 ) -> tuple[BaseException | None, ProgramRun]:
     """Like run_main, but hands back the error together with whatever was registered before it."""
     attempt = Attempt()
     try:
-        run = run_pulumi(_main, config=config, secrets=secrets, attempt=attempt, secret_config=secret_config)
+        run = run_pulumi(
+            _main,
+            config=config,
+            secrets=secrets,
+            stack=stack,
+            attempt=attempt,
+            preview=preview,
+            secret_config=secret_config,
+        )
     except Exception as error:
         assert attempt.run is not None
         return error, attempt.run

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness import ProgramRun, dev_settings, run_main
+from harness import FAKE_HOST_KEY, ProgramRun, dev_settings, run_main
 from tests.charts import chart_file_for, render
 from tests.conftest import FAKE_KUBECONFIG
 
@@ -60,7 +60,7 @@ def _sni(config: Json) -> Json:
 STACKS: dict[str, tuple[Callable[[Json], Json], dict[str, str]]] = {
     "brev": (_brev, {}),
     "brev-sni": (_sni, {}),
-    "ssh-2-workers": (_ssh, {"sshPrivateKey": "key"}),
+    "ssh-2-workers": (_ssh, {"sshPrivateKey": FAKE_HOST_KEY}),
     "brev-newer-vclusters": (_newer_vclusters, {}),
     "kubeconfig": (_kubeconfig, {"kubeconfig": FAKE_KUBECONFIG}),
     "kubeconfig-sni": (lambda c: _sni(_kubeconfig(c)), {"kubeconfig": FAKE_KUBECONFIG}),

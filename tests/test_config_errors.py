@@ -1,5 +1,9 @@
 """Bad config ends the run as one RunError naming the key, the value and the fix, before anything exists."""
 
+import importlib
+import inspect
+import itertools
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
@@ -7,10 +11,12 @@ import pulumi
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
+import config
 from config.issues import ConfigError
 from config.sources import load_settings
-from harness import ProgramRun, attempt_main, dev_settings
+from harness import FAKE_HOST_KEY, ProgramRun, attempt_main, dev_settings
 from tests.conftest import FAKE_KUBECONFIG
 
 Config = dict[str, Any]
@@ -83,12 +89,30 @@ BAD_CONFIGS = [
     ("negative-weight", _gpu(1, overQuotaWeight=-1), "gpu-tenancy:queues[1].resources.gpu.overQuotaWeight", ">= 0"),
     ("quoted-number", _gpu(1, quota="0.33"), "gpu-tenancy:queues[1].resources.gpu.quota", "must be a number"),
     ("boolean-number", _gpu(1, limit=True), "gpu-tenancy:queues[1].resources.gpu.limit", "must be a number"),
-    ("fractional-priority", _queue(1, priority=1.5), "gpu-tenancy:queues[1].priority", "integer"),
+    ("fractional-priority", _queue(1, priority=1.5), "gpu-tenancy:queues[1].priority", "whole number"),
     (
         "misspelled-key",
         _gpu(1, overQuotaWieght=1),
         "gpu-tenancy:queues[1].resources.gpu.overQuotaWieght",
-        "not a known key",
+        "did you mean overQuotaWeight?",
+    ),
+    (
+        "misspelled-section",
+        lambda c: c["observability"].update(retentionDay=40),
+        "gpu-tenancy:observability.retentionDay",
+        "did you mean retentionDays?",
+    ),
+    (
+        "list-given-as-one-word",
+        lambda c: c["tenants"][0].update(priorityClasses="train"),
+        "gpu-tenancy:tenants[0].priorityClasses",
+        "must be a list",
+    ),
+    (
+        "mapping-given-as-a-word",
+        lambda c: c.update(observability="on"),
+        "gpu-tenancy:observability",
+        "must be a mapping",
     ),
     (
         "bad-duration",
@@ -249,7 +273,7 @@ BAD_CONFIGS = [
         "observability-forgets-before-the-cost-window",
         lambda c: c["observability"].update(retentionDays=10),
         "gpu-tenancy:observability.retentionDays",
-        "greater than or equal to 31",
+        "must be at least 31",
     ),
     (
         "observability-values-for-a-stack-it-does-not-install",
@@ -384,13 +408,13 @@ BAD_CONFIGS = [
         "no-fraction-floor-for-a-team",
         lambda c: c["tenants"][1].update(minGpuFraction=0),
         "gpu-tenancy:tenants[1].minGpuFraction",
-        "greater than 0",
+        "must be more than 0",
     ),
     (
         "zero-fraction-devices",
         lambda c: c["tenants"][2].update(maxFractionDevices=0),
         "gpu-tenancy:tenants[2].maxFractionDevices",
-        "greater than or equal to 1",
+        "must be at least 1",
     ),
     *[
         (
@@ -408,6 +432,10 @@ BAD_CONFIGS = [
 ]
 
 
+PYDANTIC_WORDING = ("Input should", "Extra inputs are not permitted", "Field required", "String should")
+"""Pydantic's own phrasing: a message in it names no range and no fix."""
+
+
 def _assert_one_problem(error: BaseException | None, run: ProgramRun, key: str, hint: str) -> None:
     assert isinstance(error, pulumi.RunError), f"expected a RunError, got {error!r}"
     assert run.registrations == [], [r.name for r in run.registrations]
@@ -416,6 +444,9 @@ def _assert_one_problem(error: BaseException | None, run: ProgramRun, key: str, 
     assert len(lines) == 1, message
     assert lines[0].startswith(f"  - {key} "), message
     assert hint in lines[0], message
+    assert not any(words in message for words in PYDANTIC_WORDING), (
+        f"pydantic's wording, not the house style: {message}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -433,7 +464,7 @@ def test_bad_config_is_one_run_error_naming_the_key_and_nothing_is_registered(
 
 SSH_HOST = {"mode": "ssh", "address": "203.0.113.10"}
 KUBECONFIG_HOST = {"mode": "kubeconfig", "address": "203.0.113.10"}
-KEY = {"sshPrivateKey": "stand-in key"}
+KEY = {"sshPrivateKey": FAKE_HOST_KEY}
 KUBECONFIG = {"kubeconfig": FAKE_KUBECONFIG}
 
 BAD_HOSTS = [
@@ -468,7 +499,13 @@ BAD_HOSTS = [
     ("ssh-port-out-of-range", {**SSH_HOST, "port": 70000}, KEY, "gpu-tenancy:host.port", "65535"),
     ("kubeconfig-without-kubeconfig", KUBECONFIG_HOST, {}, "gpu-tenancy:kubeconfig", "pulumi config set --secret"),
     ("kubeconfig-with-ssh-key", KUBECONFIG_HOST, {**KUBECONFIG, **KEY}, "gpu-tenancy:sshPrivateKey", "does not use"),
-    ("kubeconfig-with-brev-key", {**KUBECONFIG_HOST, "cloud": "nebius"}, KUBECONFIG, "gpu-tenancy:host.cloud", "known"),
+    (
+        "kubeconfig-with-brev-key",
+        {**KUBECONFIG_HOST, "cloud": "nebius"},
+        KUBECONFIG,
+        "gpu-tenancy:host.cloud",
+        "belongs to host.mode brev",
+    ),
     (
         "kubeconfig-without-the-address-teams-use",
         {"mode": "kubeconfig"},
@@ -503,7 +540,7 @@ BAD_HOSTS = [
         {**SSH_HOST, "workers": [{"address": "203.0.113.11", "user": "Root Admin"}]},
         KEY,
         "gpu-tenancy:host.workers[0].user",
-        "pattern",
+        "Linux user name",
     ),
     (
         "too-many-workers",
@@ -524,9 +561,77 @@ BAD_HOSTS = [
         {"mode": "brev", "name": "gpu", "gpuName": "L40S", "cloud": "nebius", "workers": -1},
         {},
         "gpu-tenancy:host.workers",
-        "greater than or equal to 0",
+        "must be at least 0",
+    ),
+    (
+        "brev-workers-in-words",
+        {"mode": "brev", "name": "gpu", "gpuName": "L40S", "cloud": "nebius", "workers": "two"},
+        {},
+        "gpu-tenancy:host.workers",
+        "whole number (at least 0 and at most 32)",
+    ),
+    (
+        "brev-delete-on-destroy-in-words",
+        {"mode": "brev", "name": "gpu", "gpuName": "L40S", "cloud": "nebius", "deleteOnDestroy": "please"},
+        {},
+        "gpu-tenancy:host.deleteOnDestroy",
+        "true or false",
+    ),
+    (
+        "ssh-port-quoted-words",
+        {**SSH_HOST, "port": "ssh"},
+        KEY,
+        "gpu-tenancy:host.port",
+        "whole number (at least 1 and at most 65535)",
+    ),
+    (
+        "workers-in-kubeconfig-mode",
+        {**KUBECONFIG_HOST, "workers": [{"address": "203.0.113.11"}]},
+        KUBECONFIG,
+        "gpu-tenancy:host.workers",
+        "belongs to host.mode brev or ssh",
     ),
 ]
+
+
+NO_SERVER = FAKE_KUBECONFIG.replace('server: "https://203.0.113.10:16443", ', "")
+WRONG_CONTEXT = FAKE_KUBECONFIG.replace("current-context: host", "current-context: elsewhere")
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0wmN/Cr3JXqmLW7u+g9pTh+wyqDHpSQEQQ5 ops@laptop"
+BAD_CREDENTIALS = [
+    ("kubeconfig-empty", KUBECONFIG_HOST, {"kubeconfig": " "}, "gpu-tenancy:kubeconfig", "is empty"),
+    ("kubeconfig-not-yaml", KUBECONFIG_HOST, {"kubeconfig": "{{[ nope"}, "gpu-tenancy:kubeconfig", "not YAML"),
+    ("kubeconfig-not-a-mapping", KUBECONFIG_HOST, {"kubeconfig": "- a\n- b"}, "gpu-tenancy:kubeconfig", "mapping"),
+    ("kubeconfig-no-server", KUBECONFIG_HOST, {"kubeconfig": NO_SERVER}, "gpu-tenancy:kubeconfig", "has no server"),
+    ("kubeconfig-no-context", KUBECONFIG_HOST, {"kubeconfig": WRONG_CONTEXT}, "gpu-tenancy:kubeconfig", "elsewhere"),
+    ("ssh-key-public", SSH_HOST, {"sshPrivateKey": PUBLIC_KEY}, "gpu-tenancy:sshPrivateKey", "public key"),
+    ("ssh-key-garbage", SSH_HOST, {"sshPrivateKey": "hunter2"}, "gpu-tenancy:sshPrivateKey", "not a private key"),
+]
+
+
+@pytest.mark.parametrize(
+    ("host", "secrets", "key", "hint"), [pytest.param(h, s, k, m, id=i) for i, h, s, k, m in BAD_CREDENTIALS]
+)
+def test_a_malformed_credential_is_one_error_before_anything_exists_and_never_shown(
+    host: dict[str, Any], secrets: dict[str, str], key: str, hint: str
+) -> None:
+    config = {**dev_settings(), "host": host}
+    error, run = attempt_main(config, secrets)
+    _assert_one_problem(error, run, key, hint)
+    (value,) = secrets.values()
+    assert value.strip() not in str(error) or len(value.strip()) < 3, "the credential is not repeated"
+
+
+@pytest.mark.parametrize(
+    ("host", "key", "value"),
+    [(KUBECONFIG_HOST, "kubeconfig", FAKE_KUBECONFIG), (SSH_HOST, "sshPrivateKey", FAKE_HOST_KEY)],
+    ids=["kubeconfig", "ssh-key"],
+)
+def test_a_credential_stored_in_plain_text_is_refused(host: dict[str, Any], key: str, value: str) -> None:
+    """`pulumi config set` without --secret: the value sits readable in the stack file and in state."""
+    config = {**dev_settings(), "host": host, key: value}
+    error, run = attempt_main(config)
+    _assert_one_problem(error, run, f"gpu-tenancy:{key}", "stored in plain text")
+    assert value.splitlines()[1] not in str(error)
 
 
 @pytest.mark.parametrize(
@@ -591,3 +696,47 @@ def test_malformed_config_never_crashes_and_never_registers_a_resource(config: C
     assert isinstance(error, pulumi.RunError), f"crashed instead of refusing: {error!r}"
     assert run.registrations == [], [r.name for r in run.registrations]
     assert str(error).startswith("Invalid stack config")
+    assert not any(words in str(error) for words in PYDANTIC_WORDING), str(error)
+
+
+def test_a_misspelled_top_level_key_suggests_the_nearest() -> None:
+    config = dev_settings()
+    config["observabilty"] = config.pop("observability")
+    error, run = attempt_main(config, {})
+    _assert_one_problem(error, run, "gpu-tenancy:observabilty", "did you mean gpu-tenancy:observability?")
+
+
+def test_a_setting_in_another_namespace_is_warned_about_not_silently_ignored() -> None:
+    """`pulumi config set kubernetes:observability ...` reaches the program, but it is not ours to read."""
+    config = {**dev_settings(), "kubernetes:observability": {"retentionDays": 40}}
+    error, run = attempt_main(config, {})
+    assert error is None
+    assert any(
+        "'kubernetes:observability' is not read: this program reads gpu-tenancy:observability" in w
+        for w in run.warnings
+    ), run.warnings
+
+
+def test_every_key_is_spelled_as_the_docs_spell_it() -> None:
+    """An alias is what the user types and what a typo is pointed to: camelCase, never a capital after a digit."""
+    models = _all_models()
+    odd = [f"{m.__name__}.{n}: {f.alias}" for m in models for n, f in m.model_fields.items() if _odd(f.alias)]
+    assert odd == []
+
+
+def _odd(alias: str | None) -> bool:
+    return alias is not None and any(a.isdigit() and b.isupper() for a, b in itertools.pairwise(alias))
+
+
+def _all_models() -> list[type[BaseModel]]:
+    found: list[type[BaseModel]] = []
+    for module in pkgutil.walk_packages(config.__path__, "config."):
+        for _, cls in inspect.getmembers(importlib.import_module(module.name), inspect.isclass):
+            if issubclass(cls, BaseModel) and cls.__module__.startswith("config") and cls not in found:
+                found.append(cls)
+    return found
+
+
+def test_a_typo_of_microk8s_is_pointed_to_microk8s() -> None:
+    error, run = attempt_main({**dev_settings(), "versions": {**dev_settings()["versions"], "microk8": "1.36/stable"}})
+    _assert_one_problem(error, run, "gpu-tenancy:versions.microk8", "did you mean microk8s?")

@@ -16,7 +16,7 @@ import yaml
 from components.shared.gate import Gate, GateArgs, Grant
 from components.shared.gate_pod import GateStep
 from config.upstream import GPU_OPERATOR_DAEMONSETS, IMAGE_PROGRAMS, KUBECTL_IMAGE
-from harness import ProgramRun, Registration, dev_settings, run_main, run_pulumi
+from harness import FAKE_HOST_KEY, ProgramRun, Registration, dev_settings, run_main, run_pulumi
 from tests.conftest import FAKE_KUBECONFIG, queue_schema_errors
 from tests.kubectl_double import Cluster, Outcome, run_job
 
@@ -242,7 +242,7 @@ def test_the_gpu_gate_waits_for_every_machine_this_stack_built(
         "address": "203.0.113.20",
         "workers": [{"address": "203.0.113.21"}, {"address": "203.0.113.22"}],
     }
-    run = run_main({**dev_settings(), "host": host}, {"sshPrivateKey": "stand-in key"})
+    run = run_main({**dev_settings(), "host": host}, {"sshPrivateKey": FAKE_HOST_KEY})
     cluster = _gpu_cluster(*nodes)
     for node in unlabelled:
         cluster.nodes[node]["labels"] = {}
@@ -251,7 +251,7 @@ def test_the_gpu_gate_waits_for_every_machine_this_stack_built(
 
 def _ssh_with_workers(*workers: str) -> ProgramRun:
     host = {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": a} for a in workers]}
-    return run_main({**dev_settings(), "host": host}, {"sshPrivateKey": "stand-in key"})
+    return run_main({**dev_settings(), "host": host}, {"sshPrivateKey": FAKE_HOST_KEY})
 
 
 def test_a_dead_worker_being_removed_does_not_hold_the_gpu_gate() -> None:
@@ -320,7 +320,7 @@ def every_mode() -> list[ProgramRun]:
     existing = {**config, "host": {"mode": "kubeconfig", "address": "203.0.113.30"}}
     return [
         run_main(config),
-        run_main(ssh, {"sshPrivateKey": "key"}),
+        run_main(ssh, {"sshPrivateKey": FAKE_HOST_KEY}),
         run_main(existing, {"kubeconfig": FAKE_KUBECONFIG}),
     ]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness import ProgramRun, Registration, dev_settings, is_unknown, run_main
+from harness import FAKE_HOST_KEY, ProgramRun, Registration, dev_settings, is_unknown, run_main
 from tests.conftest import FAKE_KUBECONFIG
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -26,7 +26,7 @@ def _with_addon(config: Config) -> Config:
 
 MODES: dict[str, tuple[Callable[[Config], Config], dict[str, str]]] = {
     "brev": (lambda c: c, {}),
-    "ssh": (lambda c: {**c, "host": {"mode": "ssh", "address": "203.0.113.20"}}, {"sshPrivateKey": "key"}),
+    "ssh": (lambda c: {**c, "host": {"mode": "ssh", "address": "203.0.113.20"}}, {"sshPrivateKey": FAKE_HOST_KEY}),
     "kubeconfig": (
         lambda c: {**c, "host": {"mode": "kubeconfig", "address": "203.0.113.30"}},
         {"kubeconfig": FAKE_KUBECONFIG},

@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from harness import ROOT, ProgramRun, dev_settings, run_main
+from harness import FAKE_HOST_KEY, ROOT, ProgramRun, dev_settings, run_main
 
 RUNBOOK = (ROOT / "docs" / "operations.md").read_text()
 STATE_DELETE = re.compile(r"pulumi state delete '(urn:pulumi:<stack>::[^']+)'")
@@ -22,7 +22,7 @@ def with_worker() -> ProgramRun:
         **dev_settings(),
         "host": {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "10.0.0.6"}]},
     }
-    return run_main(config, {"sshPrivateKey": "stand-in key"}, stack="prod")
+    return run_main(config, {"sshPrivateKey": FAKE_HOST_KEY}, stack="prod")
 
 
 def test_every_urn_the_runbook_deletes_from_the_state_is_one_the_program_makes(with_worker: ProgramRun) -> None:

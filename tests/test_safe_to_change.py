@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from harness import ProgramRun, dev_settings, run_main
+from harness import FAKE_HOST_KEY, ProgramRun, dev_settings, run_main
 from harness.mocks import COMMAND_STDOUT
 from tests.conftest import FAKE_KUBECONFIG
 from tests.engine_rules import Step, plan
 from tests.fake_host import FakeHost, fake_host
 
 Json = dict[str, Any]
-SSH_KEY = {"sshPrivateKey": "stand-in key"}
+SSH_KEY = {"sshPrivateKey": FAKE_HOST_KEY}
 KUBECONFIG = {"kubeconfig": FAKE_KUBECONFIG}
 TEAMS = ("team-nlp", "team-vision", "team-recommender")
 NAMESPACE = "kubernetes:core/v1:Namespace"

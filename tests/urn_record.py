@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import PROJECT, ROOT, ProgramRun, dev_settings, run_main
+from harness import FAKE_HOST_KEY, PROJECT, ROOT, ProgramRun, dev_settings, run_main
 from tests.conftest import FAKE_KUBECONFIG
 from tests.engine_aliases import Registered, match_old_state
 
@@ -68,7 +68,7 @@ class RecordedStack:
 
 STACKS = (
     RecordedStack("dev", lambda config: config, {}),
-    RecordedStack("ssh-worker", _ssh_worker, {"sshPrivateKey": "key"}),
+    RecordedStack("ssh-worker", _ssh_worker, {"sshPrivateKey": FAKE_HOST_KEY}),
     RecordedStack("kubeconfig-sni", _kubeconfig_sni, {"kubeconfig": FAKE_KUBECONFIG}),
 )
 
