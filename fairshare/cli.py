@@ -12,23 +12,43 @@ from fairshare.cost import cost_report, measure, render_cost
 from fairshare.markdown import render_markdown
 from fairshare.plan import Plan, plan, pool_capacity
 from fairshare.prometheus import Prometheus
-from fairshare.scenario import fair_share_json, read_scenario
+from fairshare.scenario import read_scenario
 from fairshare.table import render
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 INVALID_INPUT = 2
 
 
+USAGE = """python -m fairshare (--stack STACK | --scenario FILE) [--demand LEAF=AMOUNT|FILE ...] [--capacity N]
+                          [--price-per-gpu-hour P] [--json | --format {text,markdown}]
+       python -m fairshare cost --prometheus URL [--window 30d] [--price-per-gpu-hour P] [--stack STACK] [--json]"""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m fairshare", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m fairshare",
+        usage=USAGE,
+        description=__doc__,
+        epilog="`python -m fairshare cost --help`: GPU-hours (and, with a price, cost) per team, from Prometheus.",
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read Pulumi.<STACK>.yaml from the project, e.g. dev")
-    source.add_argument("--scenario", type=Path, help="JSON file: {capacity, queues[] with a request per leaf}")
-    parser.add_argument("--demand", action="append", default=[], metavar="QUEUE=AMOUNT", help="what-if demand")
-    parser.add_argument("--capacity", type=float, help="GPUs in the pool (default: the roots' quotas)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    source.add_argument(
+        "--scenario", type=Path, help="JSON file: {capacity, queues[] with a request per leaf} (examples/scenario.json)"
+    )
     parser.add_argument(
-        "--format", choices=["text", "markdown"], default="text", help="markdown: a table and charts for a PR comment"
+        "--demand",
+        action="append",
+        default=[],
+        metavar="LEAF=AMOUNT|FILE",
+        help="what-if demand (with --stack): repeat LEAF=AMOUNT, or give a JSON file (examples/demand.json)",
+    )
+    parser.add_argument("--capacity", type=float, help="GPUs in the pool (with --stack; default: the roots' quotas)")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON (one layout for both sources)")
+    parser.add_argument(
+        "--format",
+        choices=["text", "markdown"],
+        help="text (default), or markdown: a table and charts for a PR comment",
     )
     parser.add_argument(
         "--price-per-gpu-hour", type=float, metavar="P", help="add each team's guaranteed GPU-hours per month and cost"
@@ -36,29 +56,71 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _demand(pairs: Sequence[str], leaves: Sequence[str]) -> dict[str, float] | None:
-    if not pairs:
+def _demand_file(argument: str) -> list[tuple[str, str, object]]:
+    """`--demand FILE.json`: a JSON object of leaf queue -> GPUs asked for (examples/demand.json)."""
+    try:
+        document = json.loads(Path(argument).read_text())
+    except OSError as error:
+        raise ConfigError([f"--demand {argument}: cannot be read ({error.strerror})"]) from None
+    except json.JSONDecodeError as error:
+        raise ConfigError([f"--demand {argument} is not valid JSON: {error}"]) from None
+    if not isinstance(document, dict):
+        raise ConfigError([f'--demand {argument}: give an object of leaf queue -> GPUs, e.g. {{"team-nlp": 1}}'])
+    return [(f"--demand {argument}: {name!r}", str(name), amount) for name, amount in document.items()]
+
+
+def _demand(arguments: Sequence[str], leaves: Sequence[str]) -> dict[str, float] | None:
+    """What each leaf asks for in a what-if: LEAF=AMOUNT pairs and JSON files, later ones winning."""
+    if not arguments:
         return None
+    entries: list[tuple[str, str, object]] = []
+    for argument in arguments:
+        name, sep, amount = argument.partition("=")
+        if sep:
+            entries.append((f"--demand {argument!r}", name, amount))
+        elif argument.endswith(".json"):
+            entries += _demand_file(argument)
+        else:
+            raise ConfigError([f"--demand {argument!r}: use LEAF=AMOUNT, or a JSON file of leaf queue -> GPUs"])
     demand: dict[str, float] = {}
-    for pair in pairs:
-        name, sep, amount = pair.partition("=")
-        if not sep or name not in leaves:
-            raise ConfigError([f"--demand {pair!r}: use LEAF=AMOUNT with one of the leaf queues: {', '.join(leaves)}"])
+    for where, leaf, asked in entries:
+        if leaf not in leaves:
+            raise ConfigError([f"{where}: not a leaf queue; the leaf queues are {', '.join(leaves)}"])
         try:
-            demand[name] = float(amount)
+            value = float(asked) if isinstance(asked, (str, int, float)) and not isinstance(asked, bool) else None
         except ValueError:
-            raise ConfigError([f"--demand {pair!r}: {amount!r} is not a number"]) from None
-        if not 0 <= demand[name] < float("inf"):
-            raise ConfigError([f"--demand {pair!r}: the amount must be a finite number >= 0"])
+            value = None
+        if value is None or not 0 <= value < float("inf"):
+            raise ConfigError([f"{where}: {asked!r} is not a number of GPUs: give a finite number >= 0"])
+        demand[leaf] = value
     return demand
+
+
+def _capacity(value: float | None) -> float | None:
+    if value is not None and not 0 < value < float("inf"):
+        raise ConfigError([f"--capacity {value:g}: give the pool's size in GPUs, a finite number above 0"])
+    return value
 
 
 def _stack_plan(args: argparse.Namespace) -> Plan:
     settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
-    capacity = args.capacity if args.capacity is not None else pool_capacity(settings.queues)
-    if capacity is None or capacity < 0:
-        raise ConfigError(["a root queue's GPU quota is unlimited, so the pool size is unknown: pass --capacity N"])
+    capacity = _capacity(args.capacity) or pool_capacity(settings.queues)
+    if capacity is None:
+        raise ConfigError(
+            ["a root queue's GPU quota is unlimited (-1), so the pool's size is unknown: pass --capacity N"]
+        )
     return plan(settings.queues, capacity, _demand(args.demand, settings.queue_tree.leaves))
+
+
+def _scenario_plan(args: argparse.Namespace) -> Plan:
+    """A scenario's plan; its leaves' requests are the what-if, so `whatIf` is KAI's division of that demand."""
+    if args.demand or args.capacity is not None:
+        raise ConfigError(["--demand and --capacity go with --stack: a scenario file carries its own"])
+    scenario = read_scenario(args.scenario)
+    for warning in scenario.stricter_than_kai():
+        print(f"fairshare: warning: {warning} (gpu-tenancy:queues would refuse this)", file=sys.stderr)
+    demand = {q.name: q.request for q in scenario.queues if q.request is not None}
+    return plan(scenario.queues, scenario.capacity, demand)
 
 
 def _cost_parser() -> argparse.ArgumentParser:
@@ -73,7 +135,9 @@ def _cost_parser() -> argparse.ArgumentParser:
         "PROMETHEUS_USERNAME and PROMETHEUS_PASSWORD(_FILE)",
     )
     parser.add_argument("--window", default="30d", help="how far back: 30d, 12h, 2w, 90m (default 30d)")
-    parser.add_argument("--price-per-gpu-hour", type=float, required=True, metavar="P")
+    parser.add_argument(
+        "--price-per-gpu-hour", type=float, metavar="P", help="add each team's cost (default: GPU-hours only)"
+    )
     parser.add_argument("--stack", default="dev", help="the stack whose queues to report (default dev)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
@@ -88,7 +152,7 @@ def _price(value: float | None) -> float | None:
 def cost_main(argv: Sequence[str]) -> int:
     args = _cost_parser().parse_args(argv)
     try:
-        price = _price(args.price_per_gpu_hour) or 0.0
+        price = _price(args.price_per_gpu_hour)
         settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
         prometheus = Prometheus(args.prometheus)
         measured = measure(prometheus, settings.queues, args.window)
@@ -114,29 +178,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cost_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
-        if args.scenario is not None:
-            if args.demand or args.capacity is not None:
-                raise ConfigError(["--demand and --capacity go with --stack; a scenario file carries its own"])
-            if args.format == "markdown" or args.price_per_gpu_hour is not None:
-                raise ConfigError(["--format markdown and --price-per-gpu-hour go with --stack"])
-            scenario = read_scenario(args.scenario)
-            for warning in scenario.stricter_than_kai():
-                print(f"fairshare: warning: {warning} (gpu-tenancy:queues would refuse this)", file=sys.stderr)
-            if args.json:
-                print(json.dumps(fair_share_json(scenario), indent=2))
-            else:
-                demand = {q.name: q.request or 0.0 for q in scenario.queues if q.request is not None}
-                print(render(plan(scenario.queues, scenario.capacity, demand)))
-            return 0
+        if args.json and args.format is not None:
+            raise ConfigError([f"--json and --format {args.format}: choose one"])
         price = _price(args.price_per_gpu_hour)
-        result = _stack_plan(args)
+        result = _scenario_plan(args) if args.scenario is not None else _stack_plan(args)
     except ConfigError as error:
         print(f"fairshare: {'; '.join(error.problems)}", file=sys.stderr)
         return INVALID_INPUT
     if args.json:
-        print(json.dumps(result.to_data(), indent=2))
+        print(json.dumps(result.to_data(price), indent=2))
     elif args.format == "markdown":
-        print(render_markdown(result, stack=args.stack, price=price), end="")
+        subject = f"stack `{args.stack}`" if args.stack else f"scenario `{args.scenario.name}`"
+        print(render_markdown(result, subject=subject, price=price), end="")
     else:
         print(render(result, price))
     return 0

@@ -26,7 +26,8 @@ class QueueCost:
     depth: int
     leaf: bool
     gpu_hours: float
-    cost: float
+    cost: float | None
+    """GPU-hours times the price; None when no price was given."""
     share: float
     """Of the leaves' total GPU-hours."""
     utilisation: float | None
@@ -64,7 +65,7 @@ class Measurement:
 @dataclass(frozen=True)
 class CostReport:
     window: str
-    price_per_gpu_hour: float
+    price_per_gpu_hour: float | None
     queues: list[QueueCost]
     coverage: Coverage | None = None
     notes: tuple[str, ...] = ()
@@ -79,10 +80,12 @@ class CostReport:
         return f"{self.window} asked, but the data covers only the last {days:.1f} days (since {since})"
 
     def to_data(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "window": self.window,
-            "pricePerGpuHour": self.price_per_gpu_hour,
-            "queues": {q.name: {"gpuHours": round(q.gpu_hours, 6), "cost": round(q.cost, 6)} for q in self.queues},
+        data: dict[str, object] = {"window": self.window}
+        if self.price_per_gpu_hour is not None:
+            data["pricePerGpuHour"] = self.price_per_gpu_hour
+        data["queues"] = {
+            q.name: {"gpuHours": round(q.gpu_hours, 6), **({} if q.cost is None else {"cost": round(q.cost, 6)})}
+            for q in self.queues
         }
         if self.coverage is not None and self.coverage.first_sample is not None:
             data["coveredSeconds"] = round(self.coverage.covered_seconds)
@@ -110,7 +113,7 @@ def cost_report(
     utilisation: Mapping[str, float],
     *,
     window: str,
-    price: float,
+    price: float | None,
     coverage: Coverage | None = None,
     notes: tuple[str, ...] = (),
 ) -> CostReport:
@@ -128,7 +131,7 @@ def cost_report(
                 depth=depths[queue.name],
                 leaf=tree.is_leaf(queue.name),
                 gpu_hours=hours,
-                cost=hours * price,
+                cost=None if price is None else hours * price,
                 share=hours / total if total else 0.0,
                 utilisation=utilisation.get(queue.name) if tree.is_leaf(queue.name) else None,
             )
@@ -188,16 +191,18 @@ def measure(prometheus: Prometheus, queues: list[QueueConfig], window: str, *, n
 
 
 def render_cost(report: CostReport) -> str:
-    header = ["queue", "GPU-hours", "cost", "share", "mean util"]
-    rows = [header]
+    priced = report.price_per_gpu_hour is not None
+    rows = [["queue", "GPU-hours", *(["cost"] if priced else []), "share", "mean util"]]
     for q in report.queues:
         util = "" if q.utilisation is None else f"{q.utilisation:.0f}%"
         name = "  " * q.depth + q.name
-        rows.append([name, f"{q.gpu_hours:.2f}", f"{q.cost:.2f}", f"{q.share:.0%}", util])
+        cost = [] if q.cost is None else [f"{q.cost:.2f}"]
+        rows.append([name, f"{q.gpu_hours:.2f}", *cost, f"{q.share:.0%}", util])
     lines = aligned(rows)
     lines.append("")
+    at_price = f", at {report.price_per_gpu_hour:g} per GPU-hour" if priced else ""
     lines.append(
-        f"{report.period}, at {report.price_per_gpu_hour:g} per GPU-hour. Parents are their leaves' subtotals. "
+        f"{report.period}{at_price}. Parents are their leaves' subtotals. "
         "Mean utilisation covers whole-GPU pods only: a GPU fraction's use shows under KAI's reservation pod."
     )
     lines += [f"Note: {note}." for note in report.notes]

@@ -80,10 +80,11 @@ def _chart(title: str, leaves: list[QueuePlan], values: list[float]) -> list[str
     ]
 
 
-def render_markdown(plan: Plan, *, stack: str, price: float | None = None) -> str:
+def render_markdown(plan: Plan, *, subject: str, price: float | None = None) -> str:
+    """`subject` says whose plan it is: "stack `dev`", or "scenario `file.json`"."""
     leaves = [q for q in plan.queues if q.alone is not None]
     lines = [
-        f"### Fair-share plan for stack `{stack}`",
+        f"### Fair-share plan for {subject}",
         "",
         f"GPU pool: {plan.capacity:g}. All teams busy: {plan.saturated_utilisation:.0%} of the pool in use "
         f"(rigid split by quota: {plan.rigid_utilisation:.0%}).",

@@ -44,22 +44,34 @@ class Plan:
     rigid_utilisation: float
     what_if_utilisation: float | None = None
 
-    def to_data(self) -> dict[str, Any]:
-        """Plain JSON-able data: the `queuePlan` stack output."""
-        return {
+    def to_data(self, price: float | None = None) -> dict[str, Any]:
+        """Plain JSON-able data: the `queuePlan` stack output, and `python -m fairshare --json` for a stack or a
+        scenario; with a price, each leaf's guaranteed GPU-hours per month and their cost, as the table shows them."""
+        data: dict[str, Any] = {
             "capacity": plain_number(self.capacity),
             "saturatedUtilisation": round(self.saturated_utilisation, 4),
             "rigidUtilisation": round(self.rigid_utilisation, 4),
-            **(
-                {"whatIfUtilisation": round(self.what_if_utilisation, 4)}
-                if self.what_if_utilisation is not None
-                else {}
-            ),
-            "queues": {
-                q.name: {_camel(k): _rounded(v) for k, v in asdict(q).items() if k != "name" and v is not None}
-                for q in self.queues
-            },
         }
+        if self.what_if_utilisation is not None:
+            data["whatIfUtilisation"] = round(self.what_if_utilisation, 4)
+        if price is not None:
+            data |= {"pricePerGpuHour": price, "hoursPerMonth": HOURS_PER_MONTH}
+        data["queues"] = {q.name: _queue_data(q, price) for q in self.queues}
+        return data
+
+
+def guaranteed_hours(queue: QueuePlan) -> float | None:
+    """A leaf's guaranteed GPU-hours in a billing month, to the tenth as shown (None for a parent)."""
+    return None if queue.rigid is None else round(queue.rigid * HOURS_PER_MONTH, 1)
+
+
+def _queue_data(queue: QueuePlan, price: float | None) -> dict[str, Any]:
+    data = {_camel(k): _rounded(v) for k, v in asdict(queue).items() if k != "name" and v is not None}
+    hours = guaranteed_hours(queue)
+    if price is not None and hours is not None:
+        # The cost is the hours as shown times the price, so a reader's check of one against the other holds.
+        data |= {"guaranteedGpuHoursPerMonth": hours, "guaranteedCostPerMonth": round(hours * price, 2)}
+    return data
 
 
 def _camel(key: str) -> str:

@@ -1,4 +1,4 @@
-"""The scripting contract of `python -m fairshare --scenario FILE --json`: a capacity and queues with requests.
+"""A planner scenario (`python -m fairshare --scenario FILE`): a capacity and queues, each leaf with its request.
 
 A scenario follows KAI's rules, not the stack config's: KAI accepts a limit below the
 quota and children guaranteed more than their parent, and divides such trees anyway,
@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from config.issues import ConfigError, ConfigIssue, ConfigIssues, problem, problems_from
+from config.issues import ConfigError, ConfigIssue, ConfigIssues, problem
+from config.messages import house_problems
 from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, structural_issues
 from config.queue_hierarchy.queues import KAI_RULES_ONLY, RESOURCES, QueueConfig
 from config.types import ConfigModel, plain_number
-from fairshare.division import fair_shares
 
 
 class ScenarioQueue(QueueConfig):
@@ -25,7 +25,7 @@ class ScenarioQueue(QueueConfig):
 
 
 class Scenario(ConfigModel):
-    capacity: float = Field(ge=0, allow_inf_nan=False)
+    capacity: float = Field(gt=0, allow_inf_nan=False)
     queues: list[ScenarioQueue] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -60,10 +60,6 @@ class Scenario(ConfigModel):
                     )
         return [problem(("queues", *issue.path), issue.value, issue.message) for issue in issues]
 
-    def fair_shares(self) -> dict[str, float]:
-        demand = {q.name: q.request for q in self.queues if q.request is not None}
-        return fair_shares(self.queues, self.capacity, demand)
-
 
 def read_scenario(path: Path) -> Scenario:
     try:
@@ -75,8 +71,4 @@ def read_scenario(path: Path) -> Scenario:
     try:
         return Scenario.model_validate(document, context={KAI_RULES_ONLY: True})
     except ValidationError as error:
-        raise ConfigError(problems_from(error)) from None
-
-
-def fair_share_json(scenario: Scenario) -> dict[str, dict[str, float]]:
-    return {"fairShare": {name: round(share, 9) for name, share in scenario.fair_shares().items()}}
+        raise ConfigError(house_problems(error, Scenario, prefix=f"{path.name}:")) from None

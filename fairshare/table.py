@@ -1,7 +1,7 @@
 """The plan as text: the table `python -m fairshare` prints and `pulumi preview` shows."""
 
 from config.types import UNLIMITED
-from fairshare.plan import HOURS_PER_MONTH, Plan
+from fairshare.plan import HOURS_PER_MONTH, Plan, guaranteed_hours
 
 PRICE_NOTE = (
     "Guaranteed: each team's quota for a {hours}-hour month at {price:g} per GPU-hour, "
@@ -44,8 +44,7 @@ def plan_rows(plan: Plan, price: float | None = None) -> list[list[str]]:
         if what_if:
             row += [_gpus(q.demand), _gpus(q.what_if)]
         if price is not None:
-            # The cost is the hours as shown times the price, so a reviewer's check of one against the other holds.
-            hours = None if q.rigid is None else round(q.rigid * HOURS_PER_MONTH, 1)
+            hours = guaranteed_hours(q)
             row += ["" if hours is None else f"{hours:.1f}", "" if hours is None else f"{hours * price:.2f}"]
         rows.append(row)
     return rows

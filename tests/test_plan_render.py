@@ -119,7 +119,7 @@ def _asked(markdown: str) -> list[list[float]]:
 @pytest.fixture(scope="module", params=[(teams, theme) for teams in (3, 30) for theme in THEMES], ids=str)
 def charts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[Chart]:
     teams, theme = request.param
-    markdown = render_markdown(plan(_queues(teams), 8), stack="big", price=2.5)
+    markdown = render_markdown(plan(_queues(teams), 8), subject="stack `big`", price=2.5)
     root = tmp_path_factory.mktemp(f"render-{teams}-{theme}")
     svgs = _render(root, markdown, theme)
     asked = _asked(markdown)
