@@ -35,9 +35,22 @@ def _secrets(node: Any) -> set[str]:
     return set(SECRET.findall(yaml.safe_dump(node))) - {"GITHUB_TOKEN"}
 
 
-def test_the_workflow_runs_the_readmes_test_command() -> None:
-    runs = [step.get("run", "") for step in _workflow()["jobs"]["test"]["steps"]]
-    assert _readme_test_command() in runs
+def test_the_workflow_runs_ci_itself_so_lint_types_and_contracts_gate_a_merge() -> None:
+    steps = _workflow()["jobs"]["test"]["steps"]
+    (ci,) = [step for step in steps if "run" in step]
+    assert ci["run"] == "bash .ci/run"
+    assert ci["env"]["CI"] == "true", "CI=true makes the render tests required"
+
+
+def test_concurrency_is_scoped_to_the_jobs_that_take_the_state_lock() -> None:
+    """A workflow-wide group would hold a pull request's plan and tests behind another run's `up`."""
+    workflow = _workflow()
+    assert "concurrency" not in workflow
+    assert [name for name, job in workflow["jobs"].items() if "concurrency" in job] == ["up"]
+    assert workflow["jobs"]["up"]["concurrency"] == {
+        "group": "pulumi-up-${{ matrix.stack }}",
+        "cancel-in-progress": False,
+    }
 
 
 def test_no_secret_is_given_to_the_whole_workflow() -> None:
@@ -91,6 +104,12 @@ def test_up_runs_only_on_main_behind_its_stacks_environment() -> None:
 
 
 COMMENTER = ROOT / ".github" / "workflows" / "plan-comment.yml"
+PLAN = ROOT / ".github" / "workflows" / "plan.yml"
+
+
+def _plan_workflow() -> dict[Any, Any]:
+    document: dict[Any, Any] = yaml.safe_load(PLAN.read_text())
+    return document
 
 
 def _commenter() -> dict[Any, Any]:
@@ -98,11 +117,17 @@ def _commenter() -> dict[Any, Any]:
     return document
 
 
-def test_the_plan_is_rendered_for_every_stack_without_secrets_or_review() -> None:
-    plan = _workflow()["jobs"]["plan"]
-    assert plan["if"] == "github.event_name == 'pull_request'"
+def test_the_plan_is_rendered_in_a_workflow_of_its_own_without_secrets_or_review() -> None:
+    """Inside `preview`, the plan would be posted only when the whole run completes: after a reviewer's approval."""
+    workflow = _plan_workflow()
+    assert workflow[True] == {"pull_request": None}
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["concurrency"]["cancel-in-progress"] is True, "a newer push supersedes an older plan"
+    assert "plan" not in _workflow()["jobs"]
+    (plan,) = workflow["jobs"].values()
+    assert "needs" not in plan, "it waits for nothing"
     assert "environment" not in plan
-    assert not _secrets(plan)
+    assert not _secrets(workflow)
     assert "permissions" not in plan, "the workflow's read-only token"
     run = next(step["run"] for step in plan["steps"] if "fairshare" in step.get("run", ""))
     assert "for file in Pulumi.*.yaml" in run
@@ -113,7 +138,8 @@ def test_the_plan_is_rendered_for_every_stack_without_secrets_or_review() -> Non
 
 def test_the_plan_is_posted_by_a_workflow_that_never_runs_pull_request_code() -> None:
     workflow = _commenter()
-    assert workflow[True] == {"workflow_run": {"workflows": ["preview"], "types": ["completed"]}}
+    assert workflow[True] == {"workflow_run": {"workflows": ["plan"], "types": ["completed"]}}
+    assert _plan_workflow()["name"] == "plan"
     assert workflow["permissions"] == {}
     job = workflow["jobs"]["comment"]
     assert job["permissions"] == {"actions": "read", "issues": "write", "pull-requests": "write"}
@@ -130,3 +156,12 @@ def test_the_plan_is_posted_by_a_workflow_that_never_runs_pull_request_code() ->
 
 def test_ci_runs_the_readmes_test_command() -> None:
     assert _readme_test_command() in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_the_setup_steps_restrict_the_up_environments_to_main() -> None:
+    """Environment secrets reach any job that names the environment: a same-repository pull request could edit a
+    workflow to do so. Only the environment's deployment-branch policy stops it, and it is set by hand."""
+    setup = (ROOT / "docs" / "operations.md").read_text().split("Setting it up, once per repository:")[1]
+    assert "Deployment branches and tags" in setup
+    assert "`main` only" in setup
+    assert "deployment-branch policy" in WORKFLOW.read_text()
