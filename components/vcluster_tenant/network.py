@@ -22,12 +22,12 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
-from config.upstream import SYNCED_POD_LABEL, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
+from config.upstream import METADATA_NAME_LABEL, SYNCED_POD_LABEL, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
 
 LINK_LOCAL = "169.254.0.0/16"
 """Cloud metadata (169.254.169.254) and its credentials: never a tenant's to reach."""
 HOST_DNS = {
-    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "namespaceSelector": {"matchLabels": {METADATA_NAME_LABEL: "kube-system"}},
     "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
 }
 DNS_PORTS = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
