@@ -18,6 +18,7 @@ from components.vcluster_tenant import (
     VClusterTenant,
     VClusterTenantArgs,
 )
+from config.names import TENANT_NAMESPACE_PREFIX
 from config.pulumi_stack import load_stack_inputs
 from config.upstream import MICROK8S_INGRESS_ADDON
 from config.vcluster_tenant.node_ports import PortAssignment
@@ -123,16 +124,25 @@ if settings.observability.enabled:
             operator_namespace=None if settings.gpu_operator.mode == "skip" else settings.gpu_operator.namespace,
             gpus_ready=[host.ready],
             leaf_queues=settings.queue_tree.leaves,
-            limits={q.name: q.resources.gpu.limit for q in settings.queues},
+            limits=settings.queue_limits,
             kubectl_version=settings.versions.kubectl,
             microk8s=settings.bootstraps_host,
             prometheus_node=host.control_plane_node,
             secret_values="observability" in inputs.secret_values,
+            teams={tenant.name: f"{TENANT_NAMESPACE_PREFIX}{tenant.name}" for tenant in settings.tenants},
+            team_limits={tenant.name: settings.queue_limits[tenant.queue] for tenant in settings.tenants},
+            host_address=host.address,
+            grafana_version=settings.versions.grafana,
+            proxy_version=settings.versions.prom_label_proxy,
         ),
         opts=on_host,
     )
     pulumi.export("grafana", observability.grafana)
     pulumi.export("grafanaAdminPassword", observability.grafana_admin_password)
+    if observability.team_views is not None:
+        # Each team's login to its own view (docs/teams.md): hand each team only its own entry.
+        pulumi.export("teamViews", observability.team_views.credentials)
+        pulumi.export("teamViewsCaCertificate", observability.team_views.ca_certificate)
 
 pulumi.export("hostKubeconfig", host.kubeconfig)
 pulumi.export("hostAddress", host.address)

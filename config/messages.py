@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from config.issues import STACK_KEYS, Path, problems_from
+from config.types import PROMETHEUS_URL_PATTERN
 
 UnionModels = Mapping[str, Mapping[str, type[BaseModel]]]
 """A key holding a tagged union -> each tag's model, e.g. host -> {brev: BrevHost, ...}."""
@@ -132,6 +133,8 @@ WANTS = {
 
 PATTERN_MEANINGS = {
     r"^[a-z_][a-z0-9_-]*$": "must be a Linux user name: lowercase letters, digits, _ and -, not starting with a digit",
+    PROMETHEUS_URL_PATTERN: "must be the Prometheus' in-cluster http(s) URL, e.g. "
+    "http://kube-prom-stack-kube-prome-prometheus.observability.svc:9090",
 }
 """What each pattern a config field uses means, said as a fix rather than as a regular expression."""
 

@@ -149,6 +149,17 @@ class StackConfig(ConfigModel):
                 for i, tenant in enumerate(self.tenants)
                 if (selector := _lookup(tenant.values, CONTROL_PLANE_NODE_SELECTOR)) is not None
             ]
+        views = self.observability
+        if views.team_views_enabled and self.tenants:
+            issues += [
+                ConfigIssue(
+                    ("tenants", i, "nodePort"),
+                    tenant.node_port,
+                    "is observability.teamViewsNodePort, where the team views are served: choose another port",
+                )
+                for i, tenant in enumerate(self.tenants)
+                if tenant.node_port == views.team_views_node_port
+            ]
         kai_binder = self.kai_scheduler.values.get("binder")
         if self.gpu_operator.mode == "install" and isinstance(kai_binder, dict) and "cdiEnabled" in kai_binder:
             issues.append(
@@ -225,6 +236,11 @@ class StackConfig(ConfigModel):
     @property
     def queue_tree(self) -> QueueTree:
         return QueueTree(self.queues)
+
+    @property
+    def queue_limits(self) -> dict[str, float]:
+        """Each queue's GPU limit (-1: none): the dashboards draw it, since no metric carries it."""
+        return {queue.name: queue.resources.gpu.limit for queue in self.queues}
 
     def warnings(self) -> list[str]:
         """Legal but probably unintended settings, shown by `pulumi preview` as warnings."""

@@ -156,3 +156,13 @@ GoDuration = Annotated[str, StringConstraints(min_length=1), AfterValidator(_go_
 def plain_number(value: float) -> int | float:
     """Render 1.0 as 1, so numbers in previews, messages and manifests read as the user wrote them."""
     return int(value) if float(value).is_integer() else value
+
+
+PROMETHEUS_URL_PATTERN = r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/\S*)?$"
+PrometheusUrl = Annotated[str, Field(pattern=PROMETHEUS_URL_PATTERN)]
+"""A Prometheus API base URL, as the cluster's own pods reach it (no trailing /api/v1)."""
+
+NODE_PORT_RANGE = range(30000, 32768)
+"""The API server's default --service-node-port-range, which MicroK8s keeps (canonical/microk8s
+microk8s-resources/default-args/kube-apiserver sets none @v1.36; kubernetes/kubernetes
+pkg/kubeapiserver/options/options.go DefaultServiceNodePortRange: 30000-32767)."""

@@ -376,3 +376,32 @@ TRAEFIK_TLS_ENTRYPOINT = "websecure"
 # annotations and controlPlane.tlsRoute a Gateway with a Passthrough listener, which the add-on does not
 # set up: loft-sh/vcluster chart/templates/ingress.yaml, tlsroute.yaml @v0.35.1.
 MICROK8S_INGRESS_ADDON = "ingress"
+
+GRAFANA_IMAGE = "docker.io/grafana/grafana"
+GRAFANA_RUN = "/run.sh"
+GRAFANA_UID = 472
+# The image's entrypoint is /run.sh, which starts grafana server with --config=$GF_PATHS_CONFIG and logs to the
+# console only; it runs as uid 472 (group 0), writes only GF_PATHS_DATA (/var/lib/grafana) and needs nothing else
+# writable: grafana/grafana Dockerfile (ENTRYPOINT, GF_UID), packaging/docker/run.sh, read at 78515af6 and 07754534
+# (v12.x: no snapshot of the tag v13.2.0, the appVersion of the grafana chart 12.11.1 in kube-prometheus-stack
+# 88.5.3, could be had; docs/observability.md "On a real host" checks it).
+PROM_LABEL_PROXY_IMAGE = "quay.io/prometheuscommunity/prom-label-proxy"
+PROM_LABEL_PROXY = "/bin/prom-label-proxy"
+# Go on quay.io/prometheus/busybox, ENTRYPOINT /bin/prom-label-proxy, USER nobody; no default listen address:
+# prometheus-community/prom-label-proxy Dockerfile, main.go @v0.14.0.
+IMAGE_PROGRAMS[GRAFANA_IMAGE] = frozenset({GRAFANA_RUN})
+IMAGE_PROGRAMS[PROM_LABEL_PROXY_IMAGE] = frozenset({PROM_LABEL_PROXY})
+NOBODY = 65534
+
+GRAFANA_ORG_HEADER = "X-Grafana-Org-Id"
+# Grafana's data source custom headers (jsonData.httpHeaderName<n>, secureJsonData.httpHeaderValue<n>) replace
+# any value a client sent under that name, on /api/ds/query and on the data source proxy alike: grafana/
+# grafana-plugin-sdk-go backend/httpclient/custom_headers_middleware.go (req.Header.Del, then Add) @v0.296.3.
+# A Viewer may query its organisation's data sources, never read their secureJsonData, and reaches no data
+# source of another organisation (the lookup is by the user's org id): grafana/grafana pkg/api/accesscontrol.go,
+# pkg/services/datasources/service/cache.go (v12.x, the newest stored; not read at v13.2.0).
+
+KSM_POD_ANNOTATIONS = "kube_pod_annotations"
+KSM_POD_PHASE = "kube_pod_status_phase"
+# kube-state-metrics exports a pod's annotations only when allowed (--metric-annotations-allowlist, the chart's
+# metricAnnotationsAllowList), as annotation_<key sanitised>: internal/store/pod.go @v2.20.0.

@@ -62,3 +62,12 @@ class VersionsConfig(ConfigModel):
     kube_prometheus_stack: PinnedVersion | None = Field(
         default=None, description="kube-prometheus-stack chart version, e.g. 88.5.3; required by observability install."
     )
+    grafana: PinnedVersion = Field(
+        default="13.2.0",
+        description="Tag of docker.io/grafana/grafana for the team views (the appVersion of the grafana chart that "
+        "kube-prometheus-stack 88.5.3 brings).",
+    )
+    prom_label_proxy: PinnedVersion = Field(
+        default="v0.14.0",
+        description="Tag of quay.io/prometheuscommunity/prom-label-proxy, which holds each team to its own series.",
+    )

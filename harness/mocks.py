@@ -1,10 +1,11 @@
 """Mocks whose outputs are shaped like the real providers', so code that reads outputs is exercised."""
 
 import base64
+import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs, Mocks
@@ -108,6 +109,31 @@ API_SERVER_ENDPOINT = ("10.0.0.10", 16443)
 """Where the host's API server is reached from pods: the control-plane node's own address and MicroK8s' port."""
 
 
+SERVICE = "kubernetes:core/v1:Service"
+STAND_IN_CERTIFICATE = "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n"
+STAND_IN_KEY = "-----BEGIN EC PRIVATE KEY-----\nstand-in\n-----END EC PRIVATE KEY-----\n"
+
+
+def _stand_in_password(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """pulumi-random's RandomPassword: `result`, `length` characters (here from the name, so runs repeat)."""
+    length = int(inputs.get("length", 16))
+    return {"result": hashlib.sha256(name.encode()).hexdigest()[:length]}
+
+
+PROVIDER_OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
+    "random:index/randomPassword:RandomPassword": _stand_in_password,
+    "tls:index/privateKey:PrivateKey": lambda name, inputs: {"privateKeyPem": STAND_IN_KEY},
+    "tls:index/selfSignedCert:SelfSignedCert": lambda name, inputs: {"certPem": STAND_IN_CERTIFICATE},
+}
+"""What the random and tls providers compute, shaped as they return it."""
+
+
+def _node_ports(name: str, ports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kubernetes gives a NodePort Service's ports a node port from 30000-32767 when none is asked for."""
+    base = 30000 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 2000
+    return [{**port, "nodePort": port.get("nodePort") or base + i} for i, port in enumerate(ports)]
+
+
 class RealisticMocks(Mocks):
     """Outputs shaped like the real providers', so code that reads outputs is exercised.
 
@@ -140,10 +166,13 @@ class RealisticMocks(Mocks):
             return f"{plain.get('namespace')}/{plain.get('name')}", {**inputs, "status": status}
         if args.typ.startswith("kubernetes:"):
             state = _with_name(args.name, inputs)
+            if args.typ == SERVICE and state.get("spec", {}).get("type") == "NodePort":
+                state["spec"] = {**state["spec"], "ports": _node_ports(args.name, state["spec"]["ports"])}
             meta = state["metadata"]
             namespace = meta.get("namespace")
             return (f"{namespace}/{meta['name']}" if namespace else meta["name"]), state
-        return f"{args.name}-id", inputs
+        computed = PROVIDER_OUTPUTS.get(args.typ)
+        return f"{args.name}-id", {**inputs, **(computed(args.name, inputs) if computed else {})}
 
     def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
         """What a read finds once the gates have passed: a tenant's kubeconfig, a GPU node, the last `up`'s outputs."""

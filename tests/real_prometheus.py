@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +75,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def real_prometheus(root: Path, series: list[Series], start: float, end: float, *, auth: bool = False) -> Iterator[str]:
-    """Prometheus serving `series` from `start` to `end`, at the URL yielded; `auth` asks for basic auth."""
+def real_prometheus(
+    root: Path, series: list[Series], start: float, end: float, *, auth: bool = False, rule_files: Sequence[Path] = ()
+) -> Iterator[str]:
+    """Prometheus serving `series` from `start` to `end`, at the URL yielded; `auth` asks for basic auth; `rule_files`
+    are evaluated from startup on (recording rules see the backfilled samples within the lookback)."""
     prometheus, promtool = _tools()
     data = root / "data"
     data.mkdir(parents=True)
@@ -89,7 +92,8 @@ def real_prometheus(root: Path, series: list[Series], start: float, end: float, 
         timeout=300,
     )
     config = root / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1m\n")
+    files = "".join(f"  - {path}\n" for path in rule_files)
+    config.write_text("global:\n  scrape_interval: 1m\n" + (f"rule_files:\n{files}" if files else ""))
     port = _free_port()
     command = [
         prometheus,

@@ -288,6 +288,48 @@ BAD_CONFIGS = [
         "namespace labels",
     ),
     (
+        "team-views-without-a-prometheus",
+        lambda c: c.update(observability={"mode": "off", "teamViews": True}),
+        "gpu-tenancy:observability.teamViews",
+        "needs a Prometheus",
+    ),
+    (
+        "team-views-on-an-existing-stack-without-its-address",
+        lambda c: c.update(observability={"mode": "existing", "teamViews": True}),
+        "gpu-tenancy:observability.prometheusUrl",
+        "required by teamViews with mode existing",
+    ),
+    (
+        "prometheus-address-for-the-stack-this-one-installs",
+        lambda c: c["observability"].update(prometheusUrl="http://prometheus.monitoring.svc:9090"),
+        "gpu-tenancy:observability.prometheusUrl",
+        "is for mode existing",
+    ),
+    (
+        "prometheus-address-that-is-not-a-url",
+        lambda c: c.update(observability={"mode": "existing", "teamViews": True, "prometheusUrl": "prometheus:9090"}),
+        "gpu-tenancy:observability.prometheusUrl",
+        "in-cluster http(s) URL",
+    ),
+    (
+        "tenant-takes-the-team-views-port",
+        lambda c: c["tenants"][0].update(nodePort=30080),
+        "gpu-tenancy:tenants[0].nodePort",
+        "is observability.teamViewsNodePort",
+    ),
+    (
+        "team-views-port-outside-the-range",
+        lambda c: c["observability"].update(teamViewsNodePort=8443),
+        "gpu-tenancy:observability.teamViewsNodePort",
+        "30000",
+    ),
+    (
+        "negative-price-per-gpu-hour",
+        lambda c: c["observability"].update(pricePerGpuHour=-1),
+        "gpu-tenancy:observability.pricePerGpuHour",
+        "at least 0",
+    ),
+    (
         "tenant-pins-its-control-plane-elsewhere",
         lambda c: c["tenants"][1].update(
             values={"controlPlane": {"statefulSet": {"scheduling": {"nodeSelector": {"gpu": "big"}}}}}

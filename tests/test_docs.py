@@ -94,6 +94,9 @@ def test_the_readme_onboarding_example_is_valid_and_changes_what_it_says() -> No
     assert updated == [
         "node-ports-write",
         "observability-dashboards",
+        "observability-team-views-config",
+        "observability-team-views-grafana",
+        "observability-team-views-secret",
         "queues-team-nlp",
         "queues-team-recommender",
         "queues-team-vision",

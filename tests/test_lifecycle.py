@@ -148,6 +148,7 @@ def _set(path: str, value: Any) -> Callable[[Config], None]:
 
 
 DASHBOARDS = "observability-dashboards"
+TEAM_VIEWS_STATE = {"observability-team-views-config", "observability-team-views-grafana"}
 GATES = {"host-gpu-gate", "kai-gate", *(f"{team}-ready" for team in TEAMS)}
 BOOTSTRAP_AFTER_CHANNEL = {"host-preflight", "host-microk8s", "host-kubelet", "host-addons", "host-kubeconfig"}
 
@@ -158,8 +159,11 @@ CHANGES = [
     ("versions.microk8s", "1.37/stable", {*BOOTSTRAP_AFTER_CHANNEL, "host-gpu-operator-check", "host-gpu-gate"}),
     # The gates' image, and kube-prometheus-stack's CRD upgrade job's.
     ("versions.kubectl", "v1.36.1", {*GATES, "observability-stack"}),
-    # The team dashboard draws each queue's limit, which no metric carries.
-    ("queues.1.resources.gpu.limit", 0.5, {"queues-team-nlp", DASHBOARDS}),
+    # The team dashboards draw each queue's limit, which no metric carries; the team views' Grafana rebuilds.
+    ("queues.1.resources.gpu.limit", 0.5, {"queues-team-nlp", DASHBOARDS, *TEAM_VIEWS_STATE}),
+    ("observability.pricePerGpuHour", 2.5, TEAM_VIEWS_STATE),
+    ("versions.grafana", "13.2.1", {"observability-team-views-grafana"}),
+    ("versions.promLabelProxy", "v0.14.1", {"observability-team-views-proxy"}),
     ("queues.2.priority", 50, {"queues-team-vision"}),
     ("kaiScheduler.readyTimeoutSeconds", 1200, {"kai-gate"}),
     ("kaiScheduler.values", {"scheduler": {"replicas": 2}}, {"kai-release", "kai-gate"}),
@@ -236,6 +240,10 @@ def _add_team(config: Config) -> None:
     config["tenants"].append({"name": "team-speech", "queue": "team-speech"})
 
 
+TEAM_VIEWS_PASSWORD = "observability-team-views-team-speech-password"
+TEAM_VIEWS_CHANGE = {*TEAM_VIEWS_STATE, "observability-team-views-secret"}
+
+
 def _team_resources(run: ProgramRun, team: str) -> set[str]:
     return {
         r.name
@@ -247,18 +255,19 @@ def _team_resources(run: ProgramRun, team: str) -> set[str]:
 def test_adding_a_team_only_adds_its_own_resources(base: ProgramRun) -> None:
     bigger = _run(change=_add_team)
     added, removed, changed = _changed(base, bigger)
-    assert added == _team_resources(bigger, "team-speech") | {"team-speech"}
+    assert added == _team_resources(bigger, "team-speech") | {"team-speech", TEAM_VIEWS_PASSWORD}
     assert removed == set()
-    # The quotas that made room, the fleet view, and the node-port memory, which now holds the new team's ports.
-    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS, "node-ports-write"}
+    # The quotas that made room, the fleet view, the node-port memory, which now holds the new team's ports, and the
+    # team views' state, whose Grafana rebuilds with the new team's organisation.
+    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS, "node-ports-write", *TEAM_VIEWS_CHANGE}
 
 
 def test_removing_a_team_only_removes_its_own_resources(base: ProgramRun) -> None:
     bigger = _run(change=_add_team)
     added, removed, changed = _changed(bigger, base)
-    assert removed == _team_resources(bigger, "team-speech") | {"team-speech"}
+    assert removed == _team_resources(bigger, "team-speech") | {"team-speech", TEAM_VIEWS_PASSWORD}
     assert added == set()
-    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS, "node-ports-write"}
+    assert changed == {*(f"queues-{team}" for team in TEAMS), DASHBOARDS, "node-ports-write", *TEAM_VIEWS_CHANGE}
 
 
 # --- destroy ---------------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from config.sources import load_settings
+from config.types import NODE_PORT_RANGE
 from config.vcluster_tenant.node_ports import PortRequest, TenantPorts, assign_node_ports, previous_ports
-from config.vcluster_tenant.tenants import NODE_PORT_RANGE
 from harness import ProgramRun, dev_settings, run_main
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -152,3 +152,36 @@ def test_without_the_kubelet_proxy_a_tenant_takes_one_port() -> None:
     run = run_main(config)
     assert "kubeletNodePort" not in _service(run, "team-nlp")
     assert run.exports["nodePorts"].value["team-nlp"]["kubelet"] is None
+
+
+VIEWS_PORT = 30080
+VIEWS_KEY = ("observability", "teamViewsNodePort")
+
+
+@settings(max_examples=30, deadline=None)
+@given(teams=st.integers(min_value=1, max_value=1200))
+def test_no_new_team_takes_the_team_views_port(teams: int) -> None:
+    assignment = assign_node_ports(_requests(teams), {}, {VIEWS_PORT: VIEWS_KEY})
+    assert VIEWS_PORT not in _all_ports(assignment.ports)
+    assert len(set(_all_ports(assignment.ports))) == 2 * teams
+
+
+def test_a_team_that_held_the_team_views_port_before_is_an_error_naming_the_key() -> None:
+    """A stack older than the team views may have given a team that port: neither may lose it silently."""
+    assignment = assign_node_ports(_requests(2), {"team-0001": TenantPorts(VIEWS_PORT, 30081)}, {VIEWS_PORT: VIEWS_KEY})
+    (issue,) = assignment.issues
+    assert (issue.path, issue.value) == (VIEWS_KEY, VIEWS_PORT)
+    assert "tenant 'team-0001' has held" in issue.message
+
+
+def test_the_team_views_port_is_the_one_teams_are_told() -> None:
+    run = run_main(dev_settings())
+    (service,) = [
+        r for r in run.of_type("kubernetes:core/v1:Service") if r.name == "observability-team-views-grafana-service"
+    ]
+    assert service.inputs["spec"]["ports"][0]["nodePort"] == VIEWS_PORT
+    urls = {login["url"] for login in run.exports["teamViews"].value.values()}
+    assert urls == {f"https://198.51.100.7:{VIEWS_PORT}"}
+    previous = {"nodePorts": {"team-nlp": {"https": VIEWS_PORT, "kubelet": 30081}}}
+    with pytest.raises(Exception, match=r"gpu-tenancy:observability\.teamViewsNodePort = 30080: is a node port tenant"):
+        run_main(dev_settings(), previous=previous)

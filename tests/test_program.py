@@ -17,6 +17,7 @@ from harness import (
     run_main,
     tenant_kubeconfig,
 )
+from harness.mocks import STAND_IN_CERTIFICATE
 from tests.charts import chart_text
 from tests.conftest import KAI_CHART, queue_schema_errors
 
@@ -105,6 +106,18 @@ def test_the_provider_uses_the_hosts_kubeconfig_as_a_secret(dev_run: ProgramRun)
 GATE = "gpu-tenancy:index:Gate"
 
 
+class _AnyPassword(str):
+    """Equal to any 24-character password: pulumi-random makes them, the test does not."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and len(other) == 24
+
+
+ANY_PASSWORD = _AnyPassword("any")
+
+
 def test_components_own_their_children(dev_run: ProgramRun) -> None:
     """Every resource sits under the component that made it; a gate's resources under its Gate, in turn."""
     by_urn = {r.urn: r for r in dev_run.registrations}
@@ -126,6 +139,8 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
                 assert registration.name.startswith(parent.name), registration.name
                 parent, gated = by_urn[parent.parent], gated + 1
             owner = owners.get(registration.name.split("-")[0], "VClusterTenant")
+            if registration.name.startswith("observability-team-views-"):
+                owner = "TeamViews"
             assert parent.type == f"gpu-tenancy:index:{owner}", registration.name
     # The GPU gate: account, two roles, two bindings, Job; KAI's: account, two roles, two bindings, files, Job;
     # a tenant's: Job.
@@ -157,12 +172,20 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
             "adminUser": "admin",
         },
         "grafanaAdminPassword": GRAFANA_PASSWORD,
+        # Each team's own login: one Grafana at one node port, a password per team.
+        "teamViews": {
+            team: {"url": exports["teamViews"]["team-nlp"]["url"], "login": team, "password": ANY_PASSWORD}
+            for team in TEAMS
+        },
+        "teamViewsCaCertificate": STAND_IN_CERTIFICATE,
     }
+    assert exports["teamViews"]["team-nlp"]["url"].startswith("https://198.51.100.7:3")
+    assert len({login["password"] for login in exports["teamViews"].values()}) == len(TEAMS)
 
 
 def test_only_credentials_are_secret_outputs(dev_run: ProgramRun) -> None:
     secret = {key for key, exported in dev_run.exports.items() if exported.secret}
-    assert secret == {"hostKubeconfig", "tenantKubeconfigs", "grafanaAdminPassword"}
+    assert secret == {"hostKubeconfig", "tenantKubeconfigs", "grafanaAdminPassword", "teamViews"}
 
 
 def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> None:

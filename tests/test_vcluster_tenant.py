@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 import yaml
 
-from config.vcluster_tenant.tenants import NODE_PORT_RANGE
+from config.types import NODE_PORT_RANGE
 from harness import ProgramRun, Registration, dev_settings, run_main, tenant_kubeconfig
 from tests.conftest import vcluster_schema_errors
 
@@ -90,8 +90,8 @@ def test_node_ports_are_unique_and_in_the_node_port_range(dev_run: ProgramRun) -
 
 
 def test_an_explicit_node_port_wins() -> None:
-    run = _run(lambda c: c["tenants"][0].update(nodePort=30080))
-    assert _values(run, "team-nlp")["controlPlane"]["service"]["httpsNodePort"] == 30080
+    run = _run(lambda c: c["tenants"][0].update(nodePort=30090))
+    assert _values(run, "team-nlp")["controlPlane"]["service"]["httpsNodePort"] == 30090
 
 
 def _tenant_resources(run: ProgramRun, team: str) -> dict[tuple[str, str], Any]:

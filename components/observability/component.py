@@ -9,13 +9,14 @@ dcgm-exporter with honorLabels, so the GPUs keep their pods' namespace instead o
 
 import base64
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.observability.dashboards import dashboard_files
-from components.observability.prometheus_values import grafana_service, kube_prometheus_values
+from components.observability.prometheus_values import grafana_service, kube_prometheus_values, prometheus_url
+from components.observability.team_views import TeamViews, TeamViewsArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
 from config.observability.settings import ObservabilityConfig
@@ -81,6 +82,14 @@ class ObservabilityArgs:
     """The node Prometheus, and its volume, stay on (the control-plane node); None: any."""
     secret_values: bool = False
     """`observability.values` holds a secret: the release's values are a Pulumi secret."""
+    teams: Mapping[str, str] = field(default_factory=dict)
+    """Team -> its host namespace, for the team views (observability.teamViews)."""
+    team_limits: Mapping[str, float] = field(default_factory=dict)
+    """Team -> its queue's GPU limit (-1: none)."""
+    host_address: pulumi.Input[str] = ""
+    """Where team members reach their views."""
+    grafana_version: str = ""
+    proxy_version: str = ""
 
 
 class Observability(pulumi.ComponentResource):
@@ -88,6 +97,8 @@ class Observability(pulumi.ComponentResource):
     """With install: Grafana's in-cluster URL, how to reach it from a laptop, and its admin user."""
     grafana_admin_password: pulumi.Output[str | None]
     """With install: Grafana's admin password (secret)."""
+    team_views: TeamViews | None
+    """With observability.teamViews and at least one team: each team's login."""
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:Observability", name, None, opts)
@@ -108,7 +119,11 @@ class Observability(pulumi.ComponentResource):
             namespace = object_name(created)
             values = pulumi.Output.from_input(args.prometheus_node).apply(
                 lambda node: kube_prometheus_values(
-                    settings, microk8s=args.microk8s, kubectl_version=args.kubectl_version, prometheus_node=node
+                    settings,
+                    microk8s=args.microk8s,
+                    kubectl_version=args.kubectl_version,
+                    prometheus_node=node,
+                    team_views=bool(args.teams) and settings.team_views_enabled,
                 )
             )
             release = helm_release(
@@ -137,7 +152,33 @@ class Observability(pulumi.ComponentResource):
             data=dashboard_files(args.leaf_queues, args.limits),
             opts=child.merge(pulumi.ResourceOptions(depends_on=after)),
         )
+        self.team_views = (
+            self._team_views(namespace, after, child) if settings.team_views_enabled and args.teams else None
+        )
         self.register_outputs({"grafana": self.grafana, "grafana_admin_password": self.grafana_admin_password})
+
+    def _team_views(
+        self, namespace: pulumi.Input[str], after: list[pulumi.Resource], opts: pulumi.ResourceOptions
+    ) -> TeamViews:
+        settings = self._args.settings
+        url = settings.prometheus_url or prometheus_url(settings.release_name, settings.namespace)
+        return TeamViews(
+            f"{self._name}-team-views",
+            TeamViewsArgs(
+                namespace=namespace,
+                prometheus_url=url,
+                teams=self._args.teams,
+                limits=self._args.team_limits,
+                price_per_gpu_hour=settings.price_per_gpu_hour,
+                host_address=self._args.host_address,
+                node_port=settings.team_views_node_port,
+                grafana_version=self._args.grafana_version,
+                proxy_version=self._args.proxy_version,
+                rule_labels=settings.monitor_labels,
+            ),
+            # The PrometheusRule CRD comes with the stack the release installs.
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=after)),
+        )
 
     def _monitors(self, after: list[pulumi.Resource], opts: pulumi.ResourceOptions) -> None:
         """One ServiceMonitor per scraped Service, beside it, labelled for the stack's Prometheus to pick."""

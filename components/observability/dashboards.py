@@ -21,8 +21,10 @@ FRACTIONS_NOTE = (
 )
 
 
-def _target(expr: str, legend: str, ref: str, *, instant: bool = False) -> dict[str, Any]:
-    target: dict[str, Any] = {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": ref}
+def _target(
+    expr: str, legend: str, ref: str, *, instant: bool = False, datasource: dict[str, str] = DATASOURCE
+) -> dict[str, Any]:
+    target: dict[str, Any] = {"datasource": datasource, "expr": expr, "legendFormat": legend, "refId": ref}
     if instant:
         # One value, evaluated at the end of the range: a range query of `..[$__range:1m]` would draw a series of
         # sliding windows, and a stat would show its last or mean value, not the range's.
@@ -30,7 +32,7 @@ def _target(expr: str, legend: str, ref: str, *, instant: bool = False) -> dict[
     return target
 
 
-def _panel(
+def panel(
     title: str,
     targets: Sequence[tuple[str, str]],
     *,
@@ -39,17 +41,19 @@ def _panel(
     description: str = "",
     kind: str = "timeseries",
     instant: bool = False,
+    datasource: dict[str, str] = DATASOURCE,
 ) -> dict[str, Any]:
     x, y, width, height = position
     return {
         "type": kind,
         "title": title,
         "description": description,
-        "datasource": DATASOURCE,
+        "datasource": datasource,
         "gridPos": {"x": x, "y": y, "w": width, "h": height},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
         "targets": [
-            _target(expr, legend, chr(ord("A") + i), instant=instant) for i, (expr, legend) in enumerate(targets)
+            _target(expr, legend, chr(ord("A") + i), instant=instant, datasource=datasource)
+            for i, (expr, legend) in enumerate(targets)
         ],
     }
 
@@ -58,21 +62,32 @@ def _datasource_variable() -> dict[str, Any]:
     return {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus"}
 
 
-def _query_variable(name: str, query: str, *, label: str, hide: int = 0) -> dict[str, Any]:
-    return {
+def query_variable(
+    name: str,
+    query: str,
+    *,
+    label: str,
+    hide: int = 0,
+    include_all: bool = False,
+    datasource: dict[str, str] = DATASOURCE,
+) -> dict[str, Any]:
+    variable = {
         "name": name,
         "label": label,
         "type": "query",
-        "datasource": DATASOURCE,
+        "datasource": datasource,
         "query": {"query": query, "refId": name},
         "definition": query,
         "refresh": 2,
         "hide": hide,
         "sort": 1,
     }
+    if include_all:
+        variable.update({"includeAll": True, "multi": True, "allValue": ".*"})
+    return variable
 
 
-def _dashboard(uid: str, title: str, variables: list[dict[str, Any]], panels: list[dict[str, Any]]) -> dict[str, Any]:
+def dashboard(uid: str, title: str, variables: list[dict[str, Any]], panels: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "uid": uid,
         "title": title,
@@ -95,14 +110,14 @@ def fleet_dashboard(leaf_queues: Sequence[str]) -> dict[str, Any]:
     teams = _queue_selector(leaf_queues)
     legend = "{{" + KAI_QUEUE_LABEL + "}}"
     panels = [
-        _panel(
+        panel(
             "GPUs allocated per team",
             [(queries.allocated(teams), legend)],
             position=(0, 0, 12, 9),
             unit="none",
             description="What KAI has bound to each leaf queue's pods, GPU fractions included.",
         ),
-        _panel(
+        panel(
             "Quota, fair share and allocation now",
             [
                 (queries.deserved(teams), f"quota {legend}"),
@@ -114,27 +129,27 @@ def fleet_dashboard(leaf_queues: Sequence[str]) -> dict[str, Any]:
             kind="bargauge",
             description="Quota is the guarantee; fair share is KAI's live division of the pool.",
         ),
-        _panel(
+        panel(
             "GPU utilisation per node",
             [(queries.node_utilisation(), "{{Hostname}}")],
             position=(0, 9, 12, 8),
             unit="percent",
         ),
-        _panel(
+        panel(
             "GPU memory used per node",
             [(queries.node_memory_used(), "{{Hostname}}")],
             position=(12, 9, 12, 8),
             unit="mbytes",
         ),
     ]
-    return _dashboard("gpu-tenancy-fleet", "GPU tenancy: fleet", [_datasource_variable()], panels)
+    return dashboard("gpu-tenancy-fleet", "GPU tenancy: fleet", [_datasource_variable()], panels)
 
 
 def team_dashboard(limits: Mapping[str, float]) -> dict[str, Any]:
     """One team, chosen by the `team` variable: its allocation against quota, fair share and limit."""
     tenant, queue = queries.KSM_TENANT_LABEL, queries.KSM_QUEUE_LABEL
-    team_var = _query_variable("team", f'label_values({KSM_NAMESPACE_LABELS}{{{tenant}!=""}}, {tenant})', label="Team")
-    queue_var = _query_variable(
+    team_var = query_variable("team", f'label_values({KSM_NAMESPACE_LABELS}{{{tenant}!=""}}, {tenant})', label="Team")
+    queue_var = query_variable(
         "queue",
         f'label_values({KSM_NAMESPACE_LABELS}{{{tenant}="$team"}}, {queue})',
         label="Queue",
@@ -149,14 +164,14 @@ def team_dashboard(limits: Mapping[str, float]) -> dict[str, Any]:
     if limit is not None:
         allocation.append((limit, "limit"))
     panels = [
-        _panel(
+        panel(
             "GPUs: allocated, quota, fair share and limit",
             allocation,
             position=(0, 0, 16, 9),
             unit="none",
             description="Allocated includes GPU fractions. A queue without a limit has no limit line.",
         ),
-        _panel(
+        panel(
             "Time over quota",
             [(queries.time_over_quota("$queue"), "over quota")],
             position=(16, 0, 8, 9),
@@ -165,14 +180,14 @@ def team_dashboard(limits: Mapping[str, float]) -> dict[str, Any]:
             instant=True,
             description="Share of the dashboard's time range the team held more GPUs than its quota.",
         ),
-        _panel(
+        panel(
             "GPU utilisation of the team's pods",
             [(queries.utilisation("$queue"), "utilisation")],
             position=(0, 9, 12, 8),
             unit="percent",
             description=FRACTIONS_NOTE,
         ),
-        _panel(
+        panel(
             "GPU memory used by the team's pods",
             [(queries.memory_used("$queue"), "memory used")],
             position=(12, 9, 12, 8),
@@ -182,7 +197,7 @@ def team_dashboard(limits: Mapping[str, float]) -> dict[str, Any]:
         ),
     ]
     variables = [_datasource_variable(), team_var, queue_var]
-    return _dashboard("gpu-tenancy-team", "GPU tenancy: team", variables, panels)
+    return dashboard("gpu-tenancy-team", "GPU tenancy: team", variables, panels)
 
 
 def dashboard_files(leaf_queues: Sequence[str], limits: Mapping[str, float]) -> dict[str, str]:

@@ -10,10 +10,11 @@ import math
 from typing import Any
 
 from components.observability.dashboards import NAMESPACE_LABELS_ALLOWLIST
+from components.observability.team_rules import podgroup_read_rule, podgroup_state_metrics
 from components.shared.merge import deep_merge
 from config.observability.settings import ObservabilityConfig
 from config.quantities import quantity
-from config.upstream import HOSTNAME_LABEL
+from config.upstream import HOSTNAME_LABEL, POD_GROUP_ANNOTATION
 
 RETENTION_SIZE_SHARE = 0.85
 """Of the volume: the head block and the write-ahead log need the rest."""
@@ -52,8 +53,24 @@ def crd_upgrade_job(kubectl_version: str) -> dict[str, Any]:
     }
 
 
+def team_view_state_metrics() -> dict[str, Any]:
+    """kube-state-metrics, for the team views: each pod's PodGroup (the annotation KAI writes) and why each PodGroup
+    waits (custom resource state, which needs to list and watch PodGroups; chart 8.4.0 templates/deployment.yaml,
+    crs-configmap.yaml, role.yaml)."""
+    return {
+        "metricAnnotationsAllowList": [f"pods=[{POD_GROUP_ANNOTATION}]"],
+        "customResourceState": {"enabled": True, "config": podgroup_state_metrics()},
+        "rbac": {"extraRules": [podgroup_read_rule()]},
+    }
+
+
 def kube_prometheus_values(
-    settings: ObservabilityConfig, *, microk8s: bool, kubectl_version: str, prometheus_node: str | None = None
+    settings: ObservabilityConfig,
+    *,
+    microk8s: bool,
+    kubectl_version: str,
+    prometheus_node: str | None = None,
+    team_views: bool = False,
 ) -> dict[str, Any]:
     """On MicroK8s, the scrapes it cannot answer are off (a stack's own values may turn them on again);
     `prometheus_node` keeps Prometheus, and its volume, on the node that holds it."""
@@ -74,7 +91,10 @@ def kube_prometheus_values(
         prometheus["nodeSelector"] = {HOSTNAME_LABEL: prometheus_node}
     platform = {
         "prometheus": {"prometheusSpec": prometheus},
-        "kube-state-metrics": {"metricLabelsAllowlist": [NAMESPACE_LABELS_ALLOWLIST]},
+        "kube-state-metrics": {
+            "metricLabelsAllowlist": [NAMESPACE_LABELS_ALLOWLIST],
+            **(team_view_state_metrics() if team_views else {}),
+        },
         "crds": {"upgradeJob": crd_upgrade_job(kubectl_version)},
         # The chart's dashboard sidecar searches ALL namespaces (values.yaml @kube-prometheus-stack-88.5.3), where
         # the syncers copy teams' ConfigMaps with their labels: only the platform's namespace is read.
@@ -89,3 +109,16 @@ def grafana_service(release: str) -> str:
     (grafana-community/helm-charts charts/grafana/templates/_helpers.tpl grafana.fullname @grafana-12.11.1)."""
     name = release if "grafana" in release else f"{release}-grafana"
     return name[:63].rstrip("-")
+
+
+PROMETHEUS_PORT = 9090
+"""prometheus.service.port (values.yaml @kube-prometheus-stack-88.5.3)."""
+
+
+def prometheus_url(release: str, namespace: str) -> str:
+    """The installed Prometheus' in-cluster URL: <fullname>-prometheus, where fullname is the release name when it
+    holds the chart's name, else <release>-kube-prometheus-stack, cut to 26 characters (templates/_helpers.tpl
+    kube-prometheus-stack.fullname, templates/prometheus/service.yaml @kube-prometheus-stack-88.5.3)."""
+    chart = "kube-prometheus-stack"
+    fullname = (release if chart in release else f"{release}-{chart}")[:26].rstrip("-")
+    return f"http://{fullname}-prometheus.{namespace}.svc:{PROMETHEUS_PORT}"

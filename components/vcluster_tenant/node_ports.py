@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.shared.labels import MANAGED_BY
-from config.issues import ConfigError, problem
+from config.issues import ConfigError, Path, problem
 from config.stack import StackConfig
 from config.vcluster_tenant.node_ports import (
     PortAssignment,
@@ -53,6 +53,14 @@ def _requests(settings: StackConfig) -> list[PortRequest]:
     ]
 
 
+def _reserved(settings: StackConfig) -> dict[int, Path]:
+    """Node ports no tenant may take: the team views' (observability.teamViewsNodePort)."""
+    views = settings.observability
+    if not views.team_views_enabled:
+        return {}
+    return {views.team_views_node_port: ("observability", "teamViewsNodePort")}
+
+
 def _stored(text: str | None) -> dict[str, TenantPorts]:
     """The memory's ports; text no version of this program wrote is no memory."""
     try:
@@ -65,7 +73,7 @@ def _assign(settings: StackConfig, stored: str | None) -> PortAssignment:
     """This `up`'s ports (none with expose sni); a user-set port another tenant holds ends the run with the fix."""
     if settings.vcluster.expose != "nodePort":
         return PortAssignment()
-    assignment = assign_node_ports(_requests(settings), _stored(stored))
+    assignment = assign_node_ports(_requests(settings), _stored(stored), _reserved(settings))
     if assignment.issues:
         lines = [problem(issue.path, issue.value, issue.message) for issue in assignment.issues]
         raise pulumi.RunError(str(ConfigError(lines)))

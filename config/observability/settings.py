@@ -10,10 +10,10 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from config.issues import ConfigIssue, ConfigIssues
+from config.issues import MISSING, ConfigIssue, ConfigIssues
 from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
-from config.types import ConfigModel, HelmReleaseName, KubernetesName
+from config.types import NODE_PORT_RANGE, ConfigModel, HelmReleaseName, KubernetesName, PrometheusUrl
 from config.upstream import GRAFANA_DASHBOARD_LABEL, GRAFANA_SIDECAR_LABELS, MICROK8S_OBSERVABILITY_RELEASE
 
 COST_WINDOW_DAYS = 31
@@ -66,6 +66,29 @@ class ObservabilityConfig(ConfigModel):
     values: dict[str, Any] = Field(
         default_factory=dict, description="install: kube-prometheus-stack values deep-merged over the platform's."
     )
+    team_views: bool | None = Field(
+        default=None,
+        description="A Grafana login per team that shows its own GPU use and nothing of another team's "
+        "(docs/teams.md). Default: on with install, off with existing.",
+    )
+    team_views_node_port: int = Field(
+        default=30080,
+        ge=NODE_PORT_RANGE.start,
+        le=NODE_PORT_RANGE.stop - 1,
+        description="The node port team members reach their views on, kept from one `up` to the next. The default "
+        "is in the band the API server gives out at random last (KEP-3668: the lowest 86 ports).",
+    )
+    prometheus_url: PrometheusUrl | None = Field(
+        default=None,
+        description="existing: the cluster's Prometheus as its pods reach it, e.g. "
+        "http://kube-prom-stack-kube-prome-prometheus.observability.svc:9090; required by teamViews.",
+    )
+    price_per_gpu_hour: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="What one GPU-hour costs, for the cost panel of each team's view; no cost panel without it.",
+    )
 
     @property
     def enabled(self) -> bool:
@@ -84,6 +107,10 @@ class ObservabilityConfig(ConfigModel):
         object may carry one, whatever the mode: a cluster that is not this stack's may run a Grafana too."""
         return tuple(dict.fromkeys([*GRAFANA_SIDECAR_LABELS, *self.dashboard_labels]))
 
+    @property
+    def team_views_enabled(self) -> bool:
+        return self.mode == "install" if self.team_views is None else self.team_views
+
     @model_validator(mode="after")
     def _platform_values_kept(self) -> "ObservabilityConfig":
         issues = owned_value_issues(self.values, KUBE_PROMETHEUS_STACK_OWNED_VALUES)
@@ -91,6 +118,31 @@ class ObservabilityConfig(ConfigModel):
             issues.append(
                 ConfigIssue(("values",), "{...}", "is used only with mode install: remove it, or install the stack")
             )
+        issues += self._team_view_issues()
         if issues:
             raise ConfigIssues(issues)
         return self
+
+    def _team_view_issues(self) -> list[ConfigIssue]:
+        if self.mode == "off" and self.team_views:
+            return [
+                ConfigIssue(("teamViews",), "true", "needs a Prometheus: set observability.mode to install or existing")
+            ]
+        if self.mode == "install" and self.prometheus_url is not None:
+            return [
+                ConfigIssue(
+                    ("prometheusUrl",),
+                    self.prometheus_url,
+                    "is for mode existing: with install the stack uses the Prometheus it installs; remove it",
+                )
+            ]
+        if self.mode == "existing" and self.team_views and self.prometheus_url is None:
+            return [
+                ConfigIssue(
+                    ("prometheusUrl",),
+                    MISSING,
+                    "is required by teamViews with mode existing: set the cluster's Prometheus URL as pods reach it, "
+                    "e.g. http://kube-prom-stack-kube-prome-prometheus.observability.svc:9090",
+                )
+            ]
+        return []

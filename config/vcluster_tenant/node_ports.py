@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from config.issues import ConfigIssue
-from config.vcluster_tenant.tenants import NODE_PORT_RANGE
+from config.issues import ConfigIssue, Path
+from config.types import NODE_PORT_RANGE
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,25 @@ def hashed_port(tenant: str, role: str) -> int:
     return NODE_PORT_RANGE.start + digest % len(NODE_PORT_RANGE)
 
 
-def assign_node_ports(requests: Sequence[PortRequest], previous: Mapping[str, TenantPorts]) -> PortAssignment:
-    """Every tenant's ports. Two user-set ports that clash are refused by config validation already."""
+def assign_node_ports(
+    requests: Sequence[PortRequest], previous: Mapping[str, TenantPorts], reserved: Mapping[int, Path] | None = None
+) -> PortAssignment:
+    """Every tenant's ports, none of them a `reserved` one (port -> the key that sets it). Two user-set ports that
+    clash, or a user-set port that is reserved, are refused by config validation already."""
     result = PortAssignment()
-    owner: dict[int, str] = {}
+    owner: dict[int, str] = {port: "" for port in reserved or {}}
     for request in requests:
         for port in _remembered_ports(request, previous.get(request.tenant)):
+            if port in owner and owner[port] == "":
+                key = (reserved or {})[port]
+                result.issues.append(
+                    ConfigIssue(
+                        key,
+                        port,
+                        f"is a node port tenant {request.tenant!r} has held since an earlier `up`: choose another "
+                        f"free port ({NODE_PORT_RANGE.start}-{NODE_PORT_RANGE.stop - 1})",
+                    )
+                )
             owner[port] = request.tenant
     for request in requests:
         if request.https is None:

@@ -13,6 +13,7 @@ from config.issues import ConfigIssue, ConfigIssues, Path
 from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
 from config.types import (
+    NODE_PORT_RANGE,
     ConfigModel,
     HelmReleaseName,
     KubernetesName,
@@ -23,11 +24,6 @@ from config.types import (
 )
 from config.upstream import KAI_PRIORITY_CLASSES
 from config.vcluster_tenant.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
-
-NODE_PORT_RANGE = range(30000, 32768)
-"""The API server's default --service-node-port-range, which MicroK8s keeps (canonical/microk8s
-microk8s-resources/default-args/kube-apiserver sets none @v1.36; kubernetes/kubernetes
-pkg/kubeapiserver/options/options.go DefaultServiceNodePortRange: 30000-32767)."""
 
 VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",

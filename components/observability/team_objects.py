@@ -1,0 +1,267 @@
+"""The team views' Kubernetes objects as plain data: prom-label-proxy, the team Grafana and the policies between them.
+
+Shared pieces only: one proxy and one Grafana serve every team. What is per team is data: an
+organisation, a login, a data source whose header names the team's namespace, and a dashboard.
+"""
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from components.observability.team_dashboard import TEAM_DATASOURCE_UID, team_dashboard
+from config.upstream import (
+    GRAFANA_IMAGE,
+    GRAFANA_RUN,
+    GRAFANA_UID,
+    METADATA_NAME_LABEL,
+    NOBODY,
+    PROM_LABEL_PROXY,
+    PROM_LABEL_PROXY_IMAGE,
+    PYTHON,
+    PYTHON_IMAGE_REF,
+)
+
+NAME = "gpu-tenancy-team-views"
+PROXY = "gpu-tenancy-label-proxy"
+PROXY_PORT = 8080
+GRAFANA_PORT = 3000
+ENFORCED_LABEL = "namespace"
+"""The label every series a team may read carries with the team's host namespace."""
+TENANT_HEADER = "X-Gpu-Tenancy-Namespace"
+"""The header Grafana's data source sets and prom-label-proxy reads the team's namespace from."""
+PROGRAM_DIR = Path(__file__).parent / "grafana_teams"
+PACKAGE = "grafana_teams"
+PROGRAM_MOUNT = "/opt/team-views"
+STATE_MOUNT = "/etc/team-views"
+SECRETS_MOUNT = "/etc/team-views-secrets"
+TLS_MOUNT = "/etc/grafana/tls"
+READY_DIR = "/run/team-views"
+READY_CHECK = f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready'))"
+"""The reconciler's readiness: it has built every team's organisation at least once (the image has no `test`)."""
+LOCKED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+
+
+def program_files() -> dict[str, str]:
+    """The reconciler's modules, as ConfigMap data (keys are file names)."""
+    return {path.name: path.read_text() for path in sorted(PROGRAM_DIR.glob("*.py"))}
+
+
+def proxy_args(upstream: str) -> list[str]:
+    """prom-label-proxy's flags (main.go @v0.14.0): the namespace from one header, a conflicting matcher refused
+    rather than silently replaced, and the label APIs Grafana's variables use."""
+    return [
+        f"-insecure-listen-address=0.0.0.0:{PROXY_PORT}",
+        f"-upstream={upstream}",
+        f"-label={ENFORCED_LABEL}",
+        f"-header-name={TENANT_HEADER}",
+        "-error-on-replace",
+        "-enable-label-apis",
+    ]
+
+
+def _pod_security(user: int) -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": user,
+        "runAsGroup": user,
+        "fsGroup": user,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def proxy_pod_spec(upstream: str, version: str) -> dict[str, Any]:
+    return {
+        "securityContext": _pod_security(NOBODY),
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "prom-label-proxy",
+                "image": f"{PROM_LABEL_PROXY_IMAGE}:{version}",
+                "command": [PROM_LABEL_PROXY],
+                "args": proxy_args(upstream),
+                "ports": [{"name": "http", "containerPort": PROXY_PORT}],
+                "readinessProbe": {"httpGet": {"path": "/healthz", "port": PROXY_PORT}},
+                "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+                "securityContext": LOCKED,
+            }
+        ],
+    }
+
+
+def grafana_ini() -> str:
+    """Grafana's settings for the team views: HTTPS, no sign-up, no anonymous access, nothing phoned home, new users
+    Viewers of the organisation they are created in, and Viewers kept out of Explore."""
+    sections = {
+        "server": {
+            "protocol": "https",
+            "http_port": str(GRAFANA_PORT),
+            "cert_file": f"{TLS_MOUNT}/tls.crt",
+            "cert_key": f"{TLS_MOUNT}/tls.key",
+        },
+        "security": {"admin_user": "admin", "cookie_secure": "true", "disable_gravatar": "true"},
+        "users": {
+            "allow_sign_up": "false",
+            "allow_org_create": "false",
+            "auto_assign_org": "true",
+            "auto_assign_org_role": "Viewer",
+            "viewers_can_edit": "false",
+        },
+        "auth.anonymous": {"enabled": "false"},
+        "snapshots": {"enabled": "false"},
+        "analytics": {"reporting_enabled": "false", "check_for_updates": "false", "check_for_plugin_updates": "false"},
+        # Grafana 12+ installs its preinstalled plugins from the internet at start unless told not to; the pod's egress
+        # policy would block it anyway (an unknown key is ignored by older versions).
+        "plugins": {"preinstall_disabled": "true"},
+    }
+    return "".join(
+        f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in values.items()) + "\n"
+        for section, values in sections.items()
+    )
+
+
+def datasource(proxy_url: str) -> dict[str, Any]:
+    """A team organisation's only data source; the header's value (the namespace) goes in secureJsonData."""
+    return {
+        "uid": TEAM_DATASOURCE_UID,
+        "name": "Prometheus",
+        "type": "prometheus",
+        "access": "proxy",
+        "url": proxy_url,
+        "isDefault": True,
+        "jsonData": {"httpMethod": "POST", "httpHeaderName1": TENANT_HEADER},
+    }
+
+
+def desired_state(
+    namespaces: Mapping[str, str], limits: Mapping[str, float], price: float | None, proxy_url: str
+) -> dict[str, Any]:
+    """The reconciler's ConfigMap: every team's organisation, data source and dashboard (no secret in it)."""
+    return {
+        "teams": [
+            {
+                "name": team,
+                "datasource": datasource(proxy_url),
+                "dashboard": team_dashboard(team, limit=limits[team], price=price),
+            }
+            for team in sorted(namespaces)
+        ]
+    }
+
+
+def secret_state(admin: str, passwords: Mapping[str, str], namespaces: Mapping[str, str]) -> str:
+    """The reconciler's Secret: the admin's and each team's password, and each data source's header value."""
+    return json.dumps(
+        {
+            "admin": admin,
+            "passwords": dict(passwords),
+            "datasources": {team: {"httpHeaderValue1": namespace} for team, namespace in namespaces.items()},
+        },
+        sort_keys=True,
+    )
+
+
+def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, Any]:
+    """Grafana and its reconciler; the pod is Ready only once every team's organisation is built."""
+    state = [
+        {"name": "config", "mountPath": STATE_MOUNT, "readOnly": True},
+        {"name": "secrets", "mountPath": SECRETS_MOUNT, "readOnly": True},
+    ]
+    return {
+        "securityContext": _pod_security(GRAFANA_UID),
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "grafana",
+                "image": f"{GRAFANA_IMAGE}:{version}",
+                "command": [GRAFANA_RUN],
+                "env": [
+                    {"name": "GF_PATHS_CONFIG", "value": f"{STATE_MOUNT}/grafana.ini"},
+                    {
+                        "name": "GF_SECURITY_ADMIN_PASSWORD",
+                        "valueFrom": {"secretKeyRef": {"name": secret, "key": "admin-password"}},
+                    },
+                ],
+                "ports": [{"name": "https", "containerPort": GRAFANA_PORT}],
+                "readinessProbe": {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT, "scheme": "HTTPS"}},
+                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                "securityContext": LOCKED,
+                "volumeMounts": [
+                    {"name": "config", "mountPath": STATE_MOUNT, "readOnly": True},
+                    {"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True},
+                    {"name": "data", "mountPath": "/var/lib/grafana"},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+            },
+            {
+                "name": "reconciler",
+                "image": PYTHON_IMAGE_REF,
+                "command": [PYTHON, "-m", PACKAGE],
+                "env": [
+                    {"name": "PYTHONPATH", "value": PROGRAM_MOUNT},
+                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                    {"name": "PYTHONUNBUFFERED", "value": "1"},
+                    {"name": "TEAM_VIEWS_STATE", "value": f"{STATE_MOUNT}/state.json"},
+                    {"name": "TEAM_VIEWS_SECRETS", "value": f"{SECRETS_MOUNT}/secrets.json"},
+                    {"name": "TEAM_VIEWS_GRAFANA_URL", "value": f"https://localhost:{GRAFANA_PORT}"},
+                    {"name": "TEAM_VIEWS_CA", "value": f"{TLS_MOUNT}/tls.crt"},
+                    {"name": "TEAM_VIEWS_READY_FILE", "value": f"{READY_DIR}/ready"},
+                ],
+                "readinessProbe": {
+                    "exec": {
+                        "command": [PYTHON, "-c", f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready'))"]
+                    }
+                },
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+                "securityContext": LOCKED,
+                "volumeMounts": [
+                    *state,
+                    {"name": "program", "mountPath": f"{PROGRAM_MOUNT}/{PACKAGE}", "readOnly": True},
+                    {"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True},
+                    {"name": "ready", "mountPath": READY_DIR},
+                ],
+            },
+        ],
+        "volumes": [
+            {"name": "config", "configMap": {"name": config_map, "items": _items("grafana.ini", "state.json")}},
+            {"name": "program", "configMap": {"name": config_map, "items": _items(*sorted(program_files()))}},
+            {"name": "secrets", "secret": {"secretName": secret, "items": _items("secrets.json")}},
+            {"name": "tls", "secret": {"secretName": secret, "items": _items("tls.crt", "tls.key")}},
+            {"name": "data", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "ready", "emptyDir": {"medium": "Memory"}},
+        ],
+    }
+
+
+def _items(*keys: str) -> list[dict[str, str]]:
+    return [{"key": key, "path": key} for key in keys]
+
+
+def _pods(app: str) -> dict[str, Any]:
+    return {"podSelector": {"matchLabels": {"app": app}}}
+
+
+DNS = {
+    "to": [{"namespaceSelector": {"matchLabels": {METADATA_NAME_LABEL: "kube-system"}}}],
+    "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+}
+
+
+def proxy_policy() -> dict[str, Any]:
+    """Only the team Grafana may send the proxy a header naming a namespace: any other pod could name any team."""
+    return {
+        "podSelector": {"matchLabels": {"app": PROXY}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [_pods(NAME)], "ports": [{"port": PROXY_PORT, "protocol": "TCP"}]}],
+    }
+
+
+def grafana_policy() -> dict[str, Any]:
+    """Team members reach Grafana on its HTTPS port; Grafana reaches the proxy and DNS, never Prometheus itself."""
+    return {
+        "podSelector": {"matchLabels": {"app": NAME}},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"ports": [{"port": GRAFANA_PORT, "protocol": "TCP"}]}],
+        "egress": [{"to": [_pods(PROXY)], "ports": [{"port": PROXY_PORT, "protocol": "TCP"}]}, DNS],
+    }
