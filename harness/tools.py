@@ -122,9 +122,10 @@ def pull_charts() -> list[Path]:
     return pulled
 
 
-DEBIAN_PACKAGES = {"prometheus": ("prometheus", "promtool"), "chromium": ("chromium",)}
+DEBIAN_PACKAGES = {"prometheus": ("prometheus", "promtool"), "chromium": ("chromium",), "openssl": ("openssl",)}
 """Debian packages the tests run, by the programs they must put on PATH: Prometheus 2.42 with promtool (bookworm),
-and Chromium, which mermaid-cli drives."""
+Chromium, which mermaid-cli drives, and openssl, which makes a certificate like pulumi-tls' for the team views' TLS
+test."""
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 """Debian's Chromium, or what a GitHub runner ships instead: any of them drives mermaid-cli."""
 

@@ -306,6 +306,44 @@ def test_the_reconciler_names_grafanas_own_org_header() -> None:
     assert ORG_HEADER == GRAFANA_ORG_HEADER
 
 
+PROVIDER_CERTIFICATE = """[req]
+distinguished_name = dn
+x509_extensions = ext
+prompt = no
+[dn]
+CN = gpu-tenancy team views
+[ext]
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost, IP:198.51.100.7
+subjectKeyIdentifier = none
+authorityKeyIdentifier = none
+"""
+"""The certificate pulumi-tls makes from TeamViews' SelfSignedCert: no basic constraints and no key identifiers (not a
+CA, set_subject_key_id off), key usage and server auth from allowed_uses, the SANs given (hashicorp/
+terraform-provider-tls internal/provider/common_cert.go createCertificate @v4.2.1, which pulumi-tls 5 bridges)."""
+
+
+def test_the_reconciler_trusts_grafanas_certificate_strictly_at_localhost(run: ProgramRun, tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    assert openssl, "openssl: apt-get install openssl"
+    (tmp_path / "cert.cfg").write_text(PROVIDER_CERTIFICATE)
+    key, cert = tmp_path / "tls.key", tmp_path / "tls.crt"
+    subprocess.run([openssl, "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key)], check=True)
+    request = ["req", "-x509", "-new", "-key", str(key), "-days", "365", "-config", str(tmp_path / "cert.cfg")]
+    subprocess.run([openssl, *request, "-out", str(cert)], check=True, capture_output=True)
+    state, secrets, _, _ = _rendered(run)
+    world = GrafanaWorld(secrets["admin"])
+    with grafana_double(world, tls=(cert, key)) as url:
+        grafana = Grafana(url, secrets["admin"], cafile=str(cert))
+        grafana.wait_healthy(timeout=10)
+        assert grafana.call("GET", "/api/health") == {"database": "ok"}
+        stranger = Grafana(url.replace("localhost", "127.0.0.1"), secrets["admin"], cafile=str(cert))
+        with pytest.raises(urllib.error.URLError, match=r"CERTIFICATE_VERIFY_FAILED|IP address mismatch"):
+            stranger.call("GET", "/api/health")
+    assert state["teams"], "the stack renders team views"
+
+
 def test_reconciling_again_changes_nothing(run: ProgramRun, tmp_path: Path) -> None:
     """A restarted reconciler container finds Grafana's database as it left it."""
     first = _reconcile(run, tmp_path)
