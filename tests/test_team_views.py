@@ -22,7 +22,14 @@ from typing import Any
 import pytest
 import yaml
 
-from components.observability.grafana_teams.reconcile import ORG_HEADER, Grafana, load_state, reconcile
+from components.observability.grafana_teams.reconcile import (
+    ORG_HEADER,
+    Grafana,
+    TeamView,
+    load_state,
+    missing_series,
+    reconcile,
+)
 from components.observability.team_objects import ENFORCED_LABEL, NAME, PROXY, TENANT_HEADER
 from components.observability.team_rules import podgroup_state_metrics
 from config.upstream import GRAFANA_ORG_HEADER, POD_GROUP_ANNOTATION
@@ -262,6 +269,42 @@ def test_label_values_variables_list_only_the_teams_own(views: tuple[_Views, dic
         other = next(n for n in namespaces.values() if n != namespace)
         _, edited = client.get(team, f"/api/v1/label/{label}/values", [("match[]", f'{metric}{{namespace="{other}"}}')])
         assert edited["data"] == []
+
+
+def _teams_at(proxy: str, run: ProgramRun, tmp_path: Path) -> tuple[list[TeamView], list[dict[str, str]]]:
+    """The rendered desired state, with each data source pointed at the proxy on 127.0.0.1."""
+    state, secrets, _, _ = _rendered(run)
+    for team in state["teams"]:
+        team["datasource"]["url"] = proxy
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    (tmp_path / "secrets.json").write_text(json.dumps(secrets))
+    desired = load_state(str(tmp_path / "state.json"), str(tmp_path / "secrets.json"))
+    return desired.teams, desired.checks
+
+
+def test_the_reconciler_finds_everything_the_views_need(
+    views: tuple[_Views, dict[str, str]], run: ProgramRun, tmp_path: Path
+) -> None:
+    client, _ = views
+    teams, checks = _teams_at(client.proxy, run, tmp_path)
+    assert [problem for team in teams for problem in missing_series(team, checks)] == []
+
+
+def test_the_reconciler_says_what_an_existing_prometheus_lacks(run: ProgramRun, tmp_path: Path) -> None:
+    """A cluster's Prometheus without the stack's rules (in existing mode, rules it does not select): each team's
+    log line says what is missing and what gives it, rather than an empty panel nobody can explain."""
+    _, secrets, args, _ = _rendered(run)
+    namespaces = {team: value["httpHeaderValue1"] for team, value in secrets["datasources"].items()}
+    now = time.time()
+    series = _team_series(namespaces, now)
+    with (
+        real_prometheus(tmp_path / "prometheus", series, now - HOUR, now) as url,
+        prom_label_proxy(ProxyFlags.from_args(args, upstream=url)) as proxy,
+    ):
+        teams, checks = _teams_at(proxy, run, tmp_path)
+        problems = [problem for team in teams for problem in missing_series(team, checks)]
+    assert len(problems) == len(teams)
+    assert all("gpu_tenancy:team_allocated_gpus returns nothing" in p and "PrometheusRule" in p for p in problems)
 
 
 def test_without_the_header_the_proxy_answers_nothing(views: tuple[_Views, dict[str, str]]) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from components.observability.team_dashboard import TEAM_DATASOURCE_UID, team_dashboard
+from components.observability.team_rules import series_checks
 from config.upstream import (
     GRAFANA_IMAGE,
     GRAFANA_RUN,
@@ -145,7 +146,8 @@ def desired_state(
                 "dashboard": team_dashboard(team, limit=limits[team], price=price),
             }
             for team in sorted(namespaces)
-        ]
+        ],
+        "checks": series_checks(),
     }
 
 

@@ -99,3 +99,24 @@ def podgroup_state_metrics() -> dict[str, Any]:
 
 def podgroup_read_rule() -> dict[str, Any]:
     return {"apiGroups": [POD_GROUP_API[0].split("/")[0]], "resources": ["podgroups"], "verbs": ["list", "watch"]}
+
+
+def series_checks() -> list[dict[str, str]]:
+    """What the views need from the cluster's Prometheus, as a team's data source asks for it, and what gives it. In
+    `existing` mode the cluster provides these; the reconciler asks each cycle and logs what is missing."""
+    return [
+        {
+            "query": f'{KSM_NAMESPACE_LABELS}{{{KSM_QUEUE_LABEL}!=""}}',
+            "needs": "kube-state-metrics exporting the namespace label gpu-tenancy/queue "
+            "(metricLabelsAllowlist: namespaces=[gpu-tenancy/queue,gpu-tenancy/tenant]), scraped with honorLabels",
+        },
+        {
+            "query": TEAM_ALLOCATED,
+            "needs": f"the PrometheusRule {RULE_GROUP} loaded (Prometheus selects rules by "
+            "observability.serviceMonitorLabels) and KAI's queue-controller scraped",
+        },
+        {
+            "query": "kube_pod_status_phase",
+            "needs": "kube-state-metrics scraped with honorLabels, so pod series keep the pod's namespace",
+        },
+    ]

@@ -3,7 +3,7 @@
 import os
 import time
 
-from .reconcile import Grafana, load_state, reconcile
+from .reconcile import Grafana, load_state, missing_series, reconcile
 
 READY_FILE = os.environ.get("TEAM_VIEWS_READY_FILE", "/run/team-views/ready")
 RESYNC_SECONDS = float(os.environ.get("TEAM_VIEWS_RESYNC_SECONDS", "300"))
@@ -20,6 +20,9 @@ def main() -> None:
         with open(READY_FILE, "w") as ready:
             ready.write("reconciled\n")
         print(f"reconciled {len(state.teams)} team views", flush=True)
+        for team in state.teams:
+            for problem in missing_series(team, state.checks):
+                print(f"warning: {problem}", flush=True)
         time.sleep(RESYNC_SECONDS)
 
 
