@@ -62,6 +62,8 @@ kai = KaiScheduler(
         cdi_enabled=installed_operator_runs_cdi(settings.gpu_operator, microk8s=settings.bootstraps_host),
         depends_on=[host.ready],
         secret_values="kaiScheduler" in inputs.secret_values,
+        fairness=settings.fairness,
+        prometheus=settings.observability.prometheus_address,
     ),
     opts=on_host,
 )

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, model_validator
 from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
 from config.gpu_host.host import BOOTSTRAP_MODES, HostConfig, KubeconfigHost
 from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path
+from config.kai_scheduler.fairness import FairnessConfig
 from config.kai_scheduler.settings import KaiSchedulerConfig
 from config.messages import house_problems
 from config.observability.settings import ObservabilityConfig
@@ -41,6 +42,7 @@ class StackConfig(ConfigModel):
     tenants: list[TenantConfig] = Field(default_factory=list)
     vcluster: VClusterConfig = Field(default_factory=VClusterConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    fairness: FairnessConfig = Field(default_factory=FairnessConfig)
 
     @model_validator(mode="after")
     def _tree_is_sound(self) -> "StackConfig":
@@ -149,6 +151,7 @@ class StackConfig(ConfigModel):
                 for i, tenant in enumerate(self.tenants)
                 if (selector := _lookup(tenant.values, CONTROL_PLANE_NODE_SELECTOR)) is not None
             ]
+        issues += self._fairness_issues()
         views = self.observability
         if views.team_views_enabled and self.tenants:
             issues += [
@@ -232,6 +235,41 @@ class StackConfig(ConfigModel):
     @property
     def bootstraps_host(self) -> bool:
         return self.host.mode in BOOTSTRAP_MODES
+
+    def _fairness_issues(self) -> list[ConfigIssue]:
+        """Time-based fairness reads usage from the stack's Prometheus, over a window it must still hold."""
+        fairness, observability = self.fairness, self.observability
+        if not fairness.time_based:
+            return []
+        if observability.mode == "off":
+            return [
+                ConfigIssue(
+                    ("fairness", "timeBased"),
+                    True,
+                    "needs a Prometheus to read past GPU use from: set observability.mode to install, or to existing "
+                    "with observability.prometheusUrl",
+                )
+            ]
+        if observability.prometheus_address is None:
+            return [
+                ConfigIssue(
+                    ("observability", "prometheusUrl"),
+                    MISSING,
+                    "is required by fairness.timeBased with mode existing: KAI reads past GPU use from it; set the "
+                    "cluster's Prometheus URL as pods reach it",
+                )
+            ]
+        retention = observability.retention_days * 86400
+        if observability.mode == "install" and fairness.window_seconds > retention:
+            return [
+                ConfigIssue(
+                    ("fairness", "windowSize"),
+                    fairness.window_size,
+                    f"is longer than the Prometheus it reads keeps (observability.retentionDays "
+                    f"{observability.retention_days}): use at most {observability.retention_days}d, or keep more",
+                )
+            ]
+        return []
 
     @property
     def queue_tree(self) -> QueueTree:

@@ -119,6 +119,8 @@ KAI_CHART = "oci://ghcr.io/kai-scheduler/kai-scheduler/kai-scheduler"
 # Pushed there with the git tag, v included, as its version: kai-scheduler/KAI-Scheduler
 # .github/workflows/push-artifacts.yaml @v0.16.8.
 SCHEDULER_NAME = "kai-scheduler"
+SCHEDULING_SHARD_API = ("kai.scheduler/v1", "SchedulingShard")
+# Cluster-scoped; the operator runs one scheduler per shard: pkg/apis/kai/v1/schedulingshard_types.go @v0.16.8.
 # Hard-coded default; no chart value sets it: kai-scheduler/KAI-Scheduler pkg/common/constants/constants.go
 # (DefaultSchedulerName) @v0.16.8.
 QUEUE_LABEL = "kai.scheduler/queue"

@@ -3,25 +3,31 @@
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from config.issues import ConfigError
+from config.kai_scheduler.fairness import USAGE_ALLOCATION_METRIC, USAGE_CAPACITY_METRIC
 from config.sources import read_stack_file
+from config.stack import StackConfig
 from fairshare.cost import cost_report, measure, render_cost
 from fairshare.markdown import render_markdown
-from fairshare.plan import Plan, plan, pool_capacity
+from fairshare.plan import PastUse, Plan, plan, pool_capacity
 from fairshare.prometheus import Prometheus
 from fairshare.scenario import read_scenario
 from fairshare.table import render
+from fairshare.usage import read_usage_file, read_usage_prometheus, usage_document
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 INVALID_INPUT = 2
 
 
 USAGE = """python -m fairshare (--stack STACK | --scenario FILE) [--demand LEAF=AMOUNT|FILE ...] [--capacity N]
-                          [--price-per-gpu-hour P] [--json | --format {text,markdown}]
-       python -m fairshare cost --prometheus URL [--window 30d] [--price-per-gpu-hour P] [--stack STACK] [--json]"""
+                          [--usage FILE | --usage-from URL] [--price-per-gpu-hour P]
+                          [--json | --format {text,markdown}]
+       python -m fairshare cost --prometheus URL [--window 30d] [--price-per-gpu-hour P] [--stack STACK] [--json]
+       python -m fairshare usage --prometheus URL [--stack STACK]"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m fairshare",
         usage=USAGE,
         description=__doc__,
-        epilog="`python -m fairshare cost --help`: GPU-hours (and, with a price, cost) per team, from Prometheus.",
+        epilog="`python -m fairshare cost --help`: GPU-hours (and, with a price, cost) per team, from Prometheus. "
+        "`python -m fairshare usage --help`: the past use KAI reads, as a --usage file.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--stack", help="read Pulumi.<STACK>.yaml from the project, e.g. dev")
@@ -53,7 +60,40 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--price-per-gpu-hour", type=float, metavar="P", help="add each team's guaranteed GPU-hours per month and cost"
     )
+    past = parser.add_mutually_exclusive_group()
+    past.add_argument(
+        "--usage",
+        type=Path,
+        metavar="FILE",
+        help="with --stack: past GPU-hours per queue and the cluster's (examples/usage.json); adds each team's "
+        "all-busy share with time-based fairness, at the stack's fairness.kValue",
+    )
+    past.add_argument(
+        "--usage-from",
+        metavar="URL",
+        help="with --stack: read that past use from Prometheus as KAI does, over the stack's fairness.windowSize "
+        "(credentials as for `cost`)",
+    )
     return parser
+
+
+def _past_use(args: argparse.Namespace, settings: StackConfig) -> PastUse | None:
+    """Past use from a file or from Prometheus, weighed at the stack's kValue (KAI's default 1 if unset)."""
+    tree = settings.queue_tree
+    if args.usage is not None:
+        usage = read_usage_file(args.usage, tree)
+    elif args.usage_from is not None:
+        usage = read_usage_prometheus(
+            Prometheus(args.usage_from),
+            settings.fairness,
+            allocation=USAGE_ALLOCATION_METRIC,
+            capacity=USAGE_CAPACITY_METRIC,
+            now=int(time.time()),
+            tree=tree,
+        )
+    else:
+        return None
+    return PastUse(usage, settings.fairness.k_value, in_stack=settings.fairness.time_based)
 
 
 def _demand_file(argument: str) -> list[tuple[str, str, object]]:
@@ -109,13 +149,16 @@ def _stack_plan(args: argparse.Namespace) -> Plan:
         raise ConfigError(
             ["a root queue's GPU quota is unlimited (-1), so the pool's size is unknown: pass --capacity N"]
         )
-    return plan(settings.queues, capacity, _demand(args.demand, settings.queue_tree.leaves))
+    demand = _demand(args.demand, settings.queue_tree.leaves)
+    return plan(settings.queues, capacity, demand, _past_use(args, settings))
 
 
 def _scenario_plan(args: argparse.Namespace) -> Plan:
     """A scenario's plan; its leaves' requests are the what-if, so `whatIf` is KAI's division of that demand."""
     if args.demand or args.capacity is not None:
         raise ConfigError(["--demand and --capacity go with --stack: a scenario file carries its own"])
+    if args.usage is not None or args.usage_from is not None:
+        raise ConfigError(["--usage and --usage-from go with --stack: the kValue and window are the stack's"])
     scenario = read_scenario(args.scenario)
     for warning in scenario.stricter_than_kai():
         print(f"fairshare: warning: {warning} (gpu-tenancy:queues would refuse this)", file=sys.stderr)
@@ -172,10 +215,45 @@ def cost_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def usage_main(argv: Sequence[str]) -> int:
+    """`python -m fairshare usage`: the past use KAI would read now, as a `--usage` file (a snapshot to commit, so
+    the plan of a pull request, rendered without access to the cluster, shows it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fairshare usage",
+        description="Past GPU use per queue over the stack's fairness.windowSize, read as KAI reads it, as JSON for "
+        "--usage.",
+    )
+    parser.add_argument(
+        "--prometheus", required=True, metavar="URL", help="Prometheus' base URL (credentials as for cost)"
+    )
+    parser.add_argument(
+        "--stack", default="dev", help="the stack whose queues and fairness window to read (default dev)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
+        now = int(time.time())
+        usage = read_usage_prometheus(
+            Prometheus(args.prometheus),
+            settings.fairness,
+            allocation=USAGE_ALLOCATION_METRIC,
+            capacity=USAGE_CAPACITY_METRIC,
+            now=now,
+            tree=settings.queue_tree,
+        )
+    except ConfigError as error:
+        print(f"fairshare usage: {'; '.join(error.problems)}", file=sys.stderr)
+        return INVALID_INPUT
+    print(json.dumps(usage_document(usage, settings.fairness.window_size, now), indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["cost"]:
         return cost_main(argv[1:])
+    if argv[:1] == ["usage"]:
+        return usage_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         if args.json and args.format is not None:

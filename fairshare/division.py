@@ -1,15 +1,20 @@
 """KAI's division of one resource among a queue hierarchy, as its `proportion` plugin computes it.
 
 Follows pkg/scheduler/plugins/proportion/resource_division in KAI-Scheduler
-v0.16, quirks included, with time-based fairness off (KAI's default, k = 0):
+v0.16, quirks included; with time-based fairness, past usage bends each round's weights:
 
 - Top-down: the roots divide the capacity; a queue's children divide its fair share.
 - Phase 1: each sibling gets min(quota, requestable), quota -1 meaning the whole
   amount; requestable is the queue's request capped by its limit.
 - Phase 2: what is left goes to priority groups, highest first. Within a group,
-  rounds hand out the remainder in proportion to overQuotaWeight among unsatisfied
-  queues; a queue whose remaining request fits in its share takes it all, others get
+  rounds hand out the remainder in proportion to each unsatisfied queue's share
+  weight; a queue whose remaining request fits in its share takes it all, others get
   the share rounded down to whole units and keep the fraction as a remainder.
+- A share weight is max(0, nWeight + k * (nWeight - nUsage)) (calcShareWeights): nWeight
+  is the queue's overQuotaWeight over the group's weights still requesting, renormalised
+  every round; nUsage is the queue's past use over the cluster's capacity in the same
+  window (never renormalised, at every level of the tree). With k = 0 or no usage the
+  weight is nWeight times a constant, which is the usage-blind division.
 - Finally, once every group has had its rounds, the remainders, group by group from
   the highest priority: queues with the largest fractional remainder first (ties:
   older queue, then name; KAI breaks ties by creation time, then by UID, which a plan
@@ -27,6 +32,18 @@ from config.queue_hierarchy.queues import QueueConfig, ResourceName
 from config.types import UNLIMITED
 
 
+@dataclass(frozen=True)
+class TimeBased:
+    """What time-based fairness adds: KAI's kValue, and each queue's past use as a share of the cluster's."""
+
+    k_value: float
+    usage: Mapping[str, float]
+    """Queue -> its use over the window divided by the cluster's capacity over it (0 when absent)."""
+
+
+NO_USAGE = TimeBased(0.0, {})
+
+
 @dataclass
 class _Share:
     name: str
@@ -37,6 +54,7 @@ class _Share:
     limit: float
     weight: float
     request: float
+    usage: float = 0.0
     fair_share: float = 0.0
 
     @property
@@ -64,13 +82,25 @@ def _give_quotas(amount: float, siblings: Sequence[_Share]) -> float:
     return remaining
 
 
-def _divide_up_to_fair_share(amount: float, group: Sequence[_Share]) -> tuple[float, dict[str, float]]:
+def _share_weights(group: Sequence[_Share], k_value: float) -> dict[str, float]:
+    """calcShareWeights @v0.16.8: each unsatisfied queue's weight this round, bent by its past use."""
+    total_weight = sum(s.weight for s in group if s.remaining_request > 0)
+    if not total_weight:
+        return {}
+    weights = {}
+    for share in group:
+        if share.satisfied:
+            continue
+        normalised = share.weight / total_weight
+        weights[share.name] = max(0.0, normalised + k_value * (normalised - share.usage))
+    return weights
+
+
+def _divide_up_to_fair_share(amount: float, group: Sequence[_Share], k_value: float) -> tuple[float, dict[str, float]]:
     """Rounds of weighted shares; returns what is left and each unsatisfied queue's fractional remainder."""
     remainders: dict[str, float] = {}
     while True:
-        unsatisfied = [s for s in group if not s.satisfied]
-        total_weight = sum(s.weight for s in group if s.remaining_request > 0)
-        weights = {s.name: s.weight / total_weight for s in unsatisfied} if total_weight else {}
+        weights = _share_weights(group, k_value)
         weight_sum = sum(weights.values())
         if weight_sum == 0:
             break
@@ -112,7 +142,7 @@ def _divide_remainders(amount: float, group: Sequence[_Share], remainders: Mappi
     return amount
 
 
-def _divide_siblings(amount: float, siblings: Sequence[_Share]) -> None:
+def _divide_siblings(amount: float, siblings: Sequence[_Share], k_value: float) -> None:
     """Quotas first, then every priority group's rounds, highest first; only then the remainders.
 
     A lower priority group's rounds run before a higher group's remainders are paid, so the
@@ -124,7 +154,7 @@ def _divide_siblings(amount: float, siblings: Sequence[_Share]) -> None:
     groups = {p: [s for s in siblings if s.priority == p] for p in sorted({s.priority for s in siblings}, reverse=True)}
     remainders: dict[int, dict[str, float]] = {}
     for priority, group in groups.items():
-        remaining, remainders[priority] = _divide_up_to_fair_share(remaining, group)
+        remaining, remainders[priority] = _divide_up_to_fair_share(remaining, group, k_value)
     for priority, group in groups.items():
         if remaining <= 0:
             break
@@ -137,8 +167,10 @@ def fair_shares(
     capacity: float,
     demand: Mapping[str, float],
     resource: ResourceName = "gpu",
+    time_based: TimeBased = NO_USAGE,
 ) -> dict[str, float]:
-    """Every queue's fair share of `capacity`, given each leaf queue's demand (absent = 0)."""
+    """Every queue's fair share of `capacity`, given each leaf queue's demand (absent = 0) and, with time-based
+    fairness, each queue's past use."""
     tree = QueueTree(list(queues))
     children = tree.children
     request: dict[str, float] = {}
@@ -156,10 +188,12 @@ def fair_shares(
             limit=resource_share.limit,
             weight=resource_share.over_quota_weight,
             request=request[queue.name],
+            usage=time_based.usage.get(queue.name, 0.0),
         )
-    _divide_siblings(capacity, [shares[q.name] for q in queues if q.parent_queue is None])
+    k_value = time_based.k_value
+    _divide_siblings(capacity, [shares[q.name] for q in queues if q.parent_queue is None], k_value)
     for queue in tree.parents_first():
         kids = children.get(queue.name, [])
         if kids:
-            _divide_siblings(shares[queue.name].fair_share, [shares[k.name] for k in kids])
+            _divide_siblings(shares[queue.name].fair_share, [shares[k.name] for k in kids], k_value)
     return {q.name: shares[q.name].fair_share for q in queues}

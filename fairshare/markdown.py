@@ -10,13 +10,16 @@ are always quoted: unquoted, Mermaid drops their spaces and refuses `:` and `/`
 import math
 
 from fairshare.plan import HOURS_PER_MONTH, Plan, QueuePlan
-from fairshare.table import PRICE_NOTE, plan_rows
+from fairshare.table import PRICE_NOTE, plan_rows, usage_lines
 
 SCENARIOS: tuple[tuple[str, str], ...] = (
     ("saturated", "All teams busy: the GPUs each team gets"),
     ("alone", "Each team alone: what it gets while the others are idle"),
     ("rigid", "Rigid split by quota: one cluster per team"),
 )
+
+
+USAGE_SCENARIO = ("usage_adjusted", "All teams busy, with past use weighed (time-based fairness)")
 
 
 def _label(text: str) -> str:
@@ -94,7 +97,10 @@ def render_markdown(plan: Plan, *, subject: str, price: float | None = None) -> 
     ]
     if price is not None:
         lines += [PRICE_NOTE.format(hours=HOURS_PER_MONTH, price=price), ""]
-    for key, title in SCENARIOS:
+    for line in usage_lines(plan):
+        lines += [line, ""]
+    scenarios = SCENARIOS if plan.usage is None else (*SCENARIOS[:1], USAGE_SCENARIO, *SCENARIOS[1:])
+    for key, title in scenarios:
         values = [float(getattr(q, key) or 0.0) for q in leaves]
         lines += [*_chart(title, leaves, values), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -11,7 +11,8 @@ from typing import Any
 from config.queue_hierarchy.hierarchy import QueueTree
 from config.queue_hierarchy.queues import QueueConfig
 from config.types import UNLIMITED, plain_number
-from fairshare.division import fair_shares
+from fairshare.division import TimeBased, fair_shares
+from fairshare.usage import PastUsage
 
 HOURS_PER_MONTH = 730
 """The billing month of cloud price lists: 365 * 24 / 12."""
@@ -34,6 +35,24 @@ class QueuePlan:
     demand: float | None = None
     what_if: float | None = None
     """Share under the given demands, when a what-if was asked for."""
+    used_gpu_hours: float | None = None
+    """The queue's past use over the window, when usage was given."""
+    usage_adjusted: float | None = None
+    """Share when every leaf is busy, with time-based fairness weighing that past use."""
+
+    @property
+    def usage_change(self) -> float | None:
+        """What past use adds to (or takes from) the usage-blind all-busy share."""
+        return None if self.usage_adjusted is None else self.usage_adjusted - self.saturated
+
+
+@dataclass(frozen=True)
+class UsageNote:
+    source: str
+    k_value: float
+    cluster_gpu_hours: float
+    in_stack: bool
+    """Whether the stack has time-based fairness on; if not, the usage-adjusted column is what turning it on gives."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,8 @@ class Plan:
     saturated_utilisation: float
     rigid_utilisation: float
     what_if_utilisation: float | None = None
+    usage: UsageNote | None = None
+    """Where the past use came from, and the kValue it was weighed with."""
 
     def to_data(self, price: float | None = None) -> dict[str, Any]:
         """Plain JSON-able data: the `queuePlan` stack output, and `python -m fairshare --json` for a stack or a
@@ -56,6 +77,13 @@ class Plan:
             data["whatIfUtilisation"] = round(self.what_if_utilisation, 4)
         if price is not None:
             data |= {"pricePerGpuHour": price, "hoursPerMonth": HOURS_PER_MONTH}
+        if self.usage is not None:
+            data["usage"] = {
+                "source": self.usage.source,
+                "kValue": plain_number(self.usage.k_value),
+                "clusterGpuHours": round(self.usage.cluster_gpu_hours, 2),
+                "timeBasedInStack": self.usage.in_stack,
+            }
         data["queues"] = {q.name: _queue_data(q, price) for q in self.queues}
         return data
 
@@ -67,6 +95,8 @@ def guaranteed_hours(queue: QueuePlan) -> float | None:
 
 def _queue_data(queue: QueuePlan, price: float | None) -> dict[str, Any]:
     data = {_camel(k): _rounded(v) for k, v in asdict(queue).items() if k != "name" and v is not None}
+    if queue.usage_change is not None:
+        data["usageChange"] = _rounded(queue.usage_change)
     hours = guaranteed_hours(queue)
     if price is not None and hours is not None:
         # The cost is the hours as shown times the price, so a reader's check of one against the other holds.
@@ -106,10 +136,31 @@ def alone(tree: QueueTree, leaf: str, capacity: float) -> float:
     return fair_shares(path[::-1], capacity, {leaf: capacity})[leaf]
 
 
-def plan(queues: Sequence[QueueConfig], capacity: float, demand: Mapping[str, float] | None = None) -> Plan:
+@dataclass(frozen=True)
+class PastUse:
+    """Time-based fairness for a plan: the past use read, and the kValue KAI weighs it with."""
+
+    usage: PastUsage
+    k_value: float
+    in_stack: bool
+    """Whether the stack has time-based fairness on (if not, the plan shows what turning it on would give)."""
+
+    def time_based(self) -> TimeBased:
+        return TimeBased(self.k_value, self.usage.shares())
+
+
+def plan(
+    queues: Sequence[QueueConfig],
+    capacity: float,
+    demand: Mapping[str, float] | None = None,
+    past: PastUse | None = None,
+) -> Plan:
+    """`past`: add each queue's all-busy share as KAI divides it given that past use (time-based fairness)."""
     tree = QueueTree(list(queues))
     leaves = tree.leaves
-    saturated = fair_shares(queues, capacity, dict.fromkeys(leaves, capacity))
+    busy = dict.fromkeys(leaves, capacity)
+    saturated = fair_shares(queues, capacity, busy)
+    adjusted = fair_shares(queues, capacity, busy, time_based=past.time_based()) if past else None
     what_if = fair_shares(queues, capacity, demand) if demand is not None else None
     rows = []
     for queue in queues:
@@ -128,6 +179,8 @@ def plan(queues: Sequence[QueueConfig], capacity: float, demand: Mapping[str, fl
                 rigid=_rigid(queue, capacity) if leaf else None,
                 demand=(demand or {}).get(queue.name, 0.0) if demand is not None and leaf else None,
                 what_if=what_if[queue.name] if what_if is not None else None,
+                used_gpu_hours=past.usage.queues.get(queue.name, 0.0) if past else None,
+                usage_adjusted=adjusted[queue.name] if adjusted is not None else None,
             )
         )
     used = sum(saturated[name] for name in leaves)
@@ -138,4 +191,5 @@ def plan(queues: Sequence[QueueConfig], capacity: float, demand: Mapping[str, fl
         saturated_utilisation=used / capacity if capacity else 0.0,
         rigid_utilisation=rigid_used / capacity if capacity else 0.0,
         what_if_utilisation=(sum(what_if[n] for n in leaves) / capacity if capacity else 0.0) if what_if else None,
+        usage=UsageNote(past.usage.source, past.k_value, past.usage.cluster_gpu_hours, past.in_stack) if past else None,
     )

@@ -112,6 +112,17 @@ class Prometheus:
             for entry in data.get("result", [])
         ]
 
+    def query(self, query: str, at: float) -> list[tuple[dict[str, str], float]]:
+        """An instant query's vector: each series' labels and value."""
+        body = self._get(f"/api/v1/query?{urllib.parse.urlencode({'query': query, 'time': at})}")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise ConfigError([f"{self.url} did not answer like Prometheus' query API"])
+        return [
+            ({str(k): str(v) for k, v in entry.get("metric", {}).items()}, float(entry["value"][1]))
+            for entry in data.get("result", [])
+        ]
+
     def _get(self, path: str) -> Any:
         request = urllib.request.Request(self.url + path)
         if self._authorization is not None:
@@ -131,7 +142,7 @@ class Prometheus:
 def _refusal(url: str, error: urllib.error.HTTPError, *, authorized: bool) -> str:
     if error.code == 404:
         return (
-            f"{url} has no Prometheus API (HTTP 404 for /api/v1/query_range): give Prometheus' base URL, the one "
+            f"{url} has no Prometheus API (HTTP 404 for /api/v1/query): give Prometheus' base URL, the one "
             "its web UI opens at (e.g. http://prometheus:9090, or http://host/prometheus behind a path prefix)"
         )
     if error.code in (401, 403):

@@ -34,6 +34,8 @@ def plan_rows(plan: Plan, price: float | None = None) -> list[list[str]]:
     header = ["queue", "quota", "limit", "weight", "priority", "all busy", "alone", "rigid"]
     if what_if:
         header += ["demand", "what-if"]
+    if plan.usage is not None:
+        header += ["used GPU-h", "busy, with usage", "change"]
     if price is not None:
         header += ["GPU-h/month", "cost/month"]
     rows = [header]
@@ -43,11 +45,43 @@ def plan_rows(plan: Plan, price: float | None = None) -> list[list[str]]:
         row += [_gpus(q.saturated), _gpus(q.alone), _gpus(q.rigid)]
         if what_if:
             row += [_gpus(q.demand), _gpus(q.what_if)]
+        if plan.usage is not None:
+            change = q.usage_change
+            row += [
+                f"{q.used_gpu_hours or 0.0:.1f}",
+                _gpus(q.usage_adjusted),
+                "" if change is None else f"{change:+.2f}",
+            ]
         if price is not None:
             hours = guaranteed_hours(q)
             row += ["" if hours is None else f"{hours:.1f}", "" if hours is None else f"{hours * price:.2f}"]
         rows.append(row)
     return rows
+
+
+GAIN_THRESHOLD = 0.005
+"""Changes smaller than the table's last shown digit are no change."""
+
+
+def usage_lines(plan: Plan) -> list[str]:
+    """Who gains and who loses against the usage-blind plan when all are busy, and what the column means."""
+    if plan.usage is None:
+        return []
+    note = plan.usage
+    lines = [
+        f"With usage: past use ({note.source}; cluster {note.cluster_gpu_hours:.1f} GPU-hours) weighed at "
+        f"kValue {note.k_value:g}, all teams busy."
+        + ("" if note.in_stack else " Time-based fairness is off in this stack: this is what turning it on gives.")
+    ]
+    leaves = [q for q in plan.queues if q.alone is not None and q.usage_change is not None]
+    gains = [q for q in leaves if (q.usage_change or 0.0) > GAIN_THRESHOLD]
+    losses = [q for q in leaves if (q.usage_change or 0.0) < -GAIN_THRESHOLD]
+    for verb, queues in (("Gains", gains), ("Loses", losses)):
+        if queues:
+            lines.append(f"{verb}: " + ", ".join(f"{q.name} {q.usage_change:+.2f} GPU" for q in queues))
+    if not gains and not losses:
+        lines.append("No team gains or loses: past use changes nothing at this kValue.")
+    return lines
 
 
 def render(plan: Plan, price: float | None = None) -> str:
@@ -63,6 +97,7 @@ def render(plan: Plan, price: float | None = None) -> str:
             lines.append(f"{q.name} alone: {q.alone:.2f} GPU (rigid partition: {q.rigid:.2f})")
     if plan.what_if_utilisation is not None:
         lines.append(f"What-if: {plan.what_if_utilisation:.0%} of the pool in use.")
+    lines += usage_lines(plan)
     if price is not None:
         lines.append(PRICE_NOTE.format(hours=HOURS_PER_MONTH, price=price))
     return "\n".join(lines)

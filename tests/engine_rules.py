@@ -157,3 +157,20 @@ def plan(before: ProgramRun, after: ProgramRun) -> list[Step]:
     for gone in sorted([*removed, *late_deletes], key=lambda r: order[r.urn], reverse=True):
         steps.append(Step("delete", gone.name, gone.type))
     return steps
+
+
+# --- creating an object the cluster already holds ------------------------------------------------------------------
+#
+# pulumi-kubernetes creates with server-side apply. A Patch resource (its type ends in "Patch"), or any resource
+# when the provider sets upsertExistingObjects, is sent as an apply patch, which takes over an existing object (with
+# patchForce, its fields from other field managers too); anything else is a plain create, which an existing object
+# fails with AlreadyExists and "The resource already exists in the cluster" (provider/pkg/await/await.go Creation,
+# kinds.IsPatchResource @v4.32.0).
+
+
+def create_over_existing(registration: Registration, *, upsert_existing_objects: bool = False) -> str:
+    """`upsert` (taken over, fields forced when the resource asks) or `AlreadyExists`."""
+    if registration.type.endswith("Patch") or upsert_existing_objects:
+        annotations = (registration.inputs.get("metadata") or {}).get("annotations") or {}
+        return "upsert, forcing" if annotations.get("pulumi.com/patchForce") == "true" else "upsert"
+    return "AlreadyExists"

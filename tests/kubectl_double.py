@@ -122,7 +122,7 @@ def _rollout_status(cluster: Cluster, targets: list[str], selector: str | None, 
             raise KubectlError("timed out waiting for the condition")
 
 
-NAMESPACED = {"secret", "daemonset"}
+NAMESPACED = {"secret", "daemonset", "deployment"}
 
 
 def _object_key(target: str, namespace: str | None) -> str:
@@ -143,7 +143,8 @@ def _wait(cluster: Cluster, condition: str, targets: list[str], selector: str | 
         return
     keys = [_object_key(target, namespace) for target in targets]
     if condition == "create":
-        if not all(key in cluster.objects for key in keys):
+        existing = cluster.objects | {f"deployment/{key}" for key in cluster.deployments}
+        if not all(key in existing for key in keys):
             raise KubectlError("timed out waiting for the condition")
         return
     if condition.startswith("condition="):

@@ -324,6 +324,74 @@ BAD_CONFIGS = [
         "30000",
     ),
     (
+        "time-based-fairness-without-a-prometheus",
+        lambda c: c.update(observability={"mode": "off"}, fairness={"timeBased": True}),
+        "gpu-tenancy:fairness.timeBased",
+        "needs a Prometheus",
+    ),
+    (
+        "time-based-fairness-on-an-existing-stack-without-its-address",
+        lambda c: c.update(observability={"mode": "existing"}, fairness={"timeBased": True}),
+        "gpu-tenancy:observability.prometheusUrl",
+        "required by fairness.timeBased",
+    ),
+    (
+        "usage-window-longer-than-prometheus-keeps",
+        lambda c: c.update(fairness={"timeBased": True, "windowSize": "6w"}),
+        "gpu-tenancy:fairness.windowSize",
+        "use at most 35d",
+    ),
+    (
+        "usage-window-kai-cannot-query",
+        lambda c: c.update(fairness={"timeBased": True, "windowType": "tumbling"}),
+        "gpu-tenancy:fairness.windowType",
+        "fails every usage fetch",
+    ),
+    (
+        "cron-string-without-a-cron-window",
+        lambda c: c.update(fairness={"cronString": "0 0 * * 1"}),
+        "gpu-tenancy:fairness.cronString",
+        "only for windowType cron",
+    ),
+    (
+        "usage-window-shorter-than-a-sample",
+        lambda c: c.update(fairness={"timeBased": True, "windowSize": "30s"}),
+        "gpu-tenancy:fairness.windowSize",
+        "one-minute usage sample",
+    ),
+    (
+        "usage-window-in-words",
+        lambda c: c.update(fairness={"windowSize": "1 week"}),
+        "gpu-tenancy:fairness.windowSize",
+        "Prometheus duration",
+    ),
+    (
+        "half-life-in-days",
+        lambda c: c.update(fairness={"halfLifePeriod": "1d"}),
+        "gpu-tenancy:fairness.halfLifePeriod",
+        "Go duration",
+    ),
+    (
+        "negative-k-value",
+        lambda c: c.update(fairness={"kValue": -1}),
+        "gpu-tenancy:fairness.kValue",
+        "at least 0",
+    ),
+    (
+        "chart-default-shard-turned-back-on",
+        lambda c: c.update(kaiScheduler={"values": {"defaultShard": {"enabled": True}}}),
+        "gpu-tenancy:kaiScheduler.values.defaultShard",
+        "owns the default SchedulingShard",
+    ),
+    (
+        "k-value-through-the-charts-plugin-arguments",
+        lambda c: c.update(
+            kaiScheduler={"values": {"scheduler": {"plugins": {"proportion": {"arguments": {"kValue": "2"}}}}}}
+        ),
+        "gpu-tenancy:kaiScheduler.values.scheduler.plugins.proportion.arguments",
+        "fairness.kValue",
+    ),
+    (
         "negative-price-per-gpu-hour",
         lambda c: c["observability"].update(pricePerGpuHour=-1),
         "gpu-tenancy:observability.pricePerGpuHour",

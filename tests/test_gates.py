@@ -87,6 +87,7 @@ def test_kai_gate_waits_for_the_operator_then_retries_until_the_webhook_admits(
     one_pod = [
         ["wait", "--for=create"],
         ["wait", "--for=condition=Ready"],
+        ["wait", "--for=create"],
         ["rollout", "status"],
         ["create", "--dry-run=server"],
     ]
@@ -101,6 +102,16 @@ def test_after_an_upgrade_the_kai_gate_waits_until_every_operand_has_rolled_out(
     assert not any("--dry-run=server" in call for call in rolling.calls), "no probe before the rollout"
     done = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments())
     assert _run_gate(dev_run, "kai-gate", done).passed
+
+
+def test_kai_gate_waits_for_the_scheduler_the_platforms_shard_makes(dev_run: ProgramRun) -> None:
+    """Until the operator has made the default shard's scheduler, no rollout status can vouch for it."""
+    operands = {k: v for k, v in _kai_deployments().items() if not k.endswith("/kai-scheduler-default")}
+    before = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=operands)
+    assert not _run_gate(dev_run, "kai-gate", before).passed
+    assert not any("rollout" in call for call in before.calls), "no rollout status before the scheduler exists"
+    after = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments())
+    assert _run_gate(dev_run, "kai-gate", after).passed
 
 
 def test_kai_gate_never_probes_when_kai_never_reports_ready(dev_run: ProgramRun) -> None:

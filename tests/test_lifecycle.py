@@ -162,6 +162,10 @@ CHANGES = [
     # The team dashboards draw each queue's limit, which no metric carries; the team views' Grafana rebuilds.
     ("queues.1.resources.gpu.limit", 0.5, {"queues-team-nlp", DASHBOARDS, *TEAM_VIEWS_STATE}),
     ("observability.pricePerGpuHour", 2.5, TEAM_VIEWS_STATE),
+    # KAI's scheduler config comes from the shard: its gate runs again once the operator has rolled the scheduler.
+    ("fairness.timeBased", True, {"kai-shard", "kai-gate"}),
+    # With time-based fairness off, its settings reach nothing.
+    ("fairness.kValue", 3, set()),
     ("versions.grafana", "13.2.1", {"observability-team-views-grafana"}),
     ("versions.promLabelProxy", "v0.14.1", {"observability-team-views-proxy"}),
     ("queues.2.priority", 50, {"queues-team-vision"}),

@@ -18,7 +18,8 @@ import pytest
 
 from config.queue_hierarchy.queues import QueueConfig
 from fairshare.markdown import BAR_COLOUR, LABEL_COLOUR, render_markdown
-from fairshare.plan import plan
+from fairshare.plan import PastUse, plan
+from fairshare.usage import PastUsage
 from harness.tools import browser_path, mmdc_path
 from tests.charts import missing
 
@@ -119,11 +120,15 @@ def _asked(markdown: str) -> list[list[float]]:
 @pytest.fixture(scope="module", params=[(teams, theme) for teams in (3, 30) for theme in THEMES], ids=str)
 def charts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[Chart]:
     teams, theme = request.param
-    markdown = render_markdown(plan(_queues(teams), 8), subject="stack `big`", price=2.5)
+    queues = _queues(teams)
+    # Time-based fairness adds a scenario: every team busy, past use weighed; the first team used the most.
+    used = {q.name: 40.0 / (i + 1) for i, q in enumerate(queues) if q.parent_queue is not None}
+    past = PastUse(PastUsage(8 * 24, used, "a day's use"), k_value=1, in_stack=True)
+    markdown = render_markdown(plan(queues, 8, past=past), subject="stack `big`", price=2.5)
     root = tmp_path_factory.mktemp(f"render-{teams}-{theme}")
     svgs = _render(root, markdown, theme)
     asked = _asked(markdown)
-    assert len(svgs) == len(asked) == 3, "one chart per scenario"
+    assert len(svgs) == len(asked) == 4, "one chart per scenario"
     return [_read(svg, values) for svg, values in zip(svgs, asked, strict=True)]
 
 

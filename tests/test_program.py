@@ -66,9 +66,11 @@ def test_dev_stack_installs_kai_as_the_tutorial_does(dev_run: ProgramRun) -> Non
     assert release["name"] == "kai-scheduler"
     assert release["namespace"] == "kai-scheduler"
     # The operator this stack installs runs CDI, so KAI's binder names GPUs the CDI way.
+    # The default SchedulingShard is the platform's own (components/kai_scheduler/shard.py).
     assert release["values"] == {
         "global": {"gpuSharing": True, "blockNvidiaVisibleDevices": True},
         "binder": {"cdiEnabled": True},
+        "defaultShard": {"enabled": False},
     }
 
 

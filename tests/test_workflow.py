@@ -131,7 +131,8 @@ def test_the_plan_is_rendered_in_a_workflow_of_its_own_without_secrets_or_review
     assert "permissions" not in plan, "the workflow's read-only token"
     run = next(step["run"] for step in plan["steps"] if "fairshare" in step.get("run", ""))
     assert "for file in Pulumi.*.yaml" in run
-    assert 'venv/bin/python -m fairshare --stack "$stack" --format markdown' in run
+    assert 'venv/bin/python -m fairshare --stack "$stack" $usage --format markdown' in run
+    assert 'if [ -f "usage/$stack.json" ]; then usage="--usage usage/$stack.json"; fi' in run
     upload = next(step for step in plan["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["name"] == "fair-share-plan"
 

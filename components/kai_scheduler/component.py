@@ -2,17 +2,20 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kai_scheduler.gate import gate_files, gate_grants, kai_gate_steps
+from components.kai_scheduler.shard import PATCH_FORCE, SHARD_NAME, shard_spec
 from components.kai_scheduler.values import kai_release_values
 from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
+from config.kai_scheduler.fairness import FairnessConfig
 from config.kai_scheduler.settings import KaiSchedulerConfig
-from config.upstream import SCHEDULER_NAME
+from config.upstream import SCHEDULER_NAME, SCHEDULING_SHARD_API
 
 RELEASE_NAME = "kai-scheduler"
 
@@ -30,6 +33,16 @@ class KaiSchedulerArgs:
     """Upstream gates (e.g. the GPU host's) that must pass before KAI is installed."""
     secret_values: bool = False
     """`kaiScheduler.values` holds a secret: the release's values are a Pulumi secret."""
+    fairness: FairnessConfig = field(default_factory=FairnessConfig)
+    """Time-based fair share, written into the default SchedulingShard."""
+    prometheus: str | None = None
+    """The stack's Prometheus as pods reach it, where KAI reads past usage (time-based fairness)."""
+
+
+@dataclass(frozen=True)
+class _Shard:
+    resource: pulumi.Resource
+    spec: dict[str, Any]
 
 
 class KaiScheduler(pulumi.ComponentResource):
@@ -41,6 +54,8 @@ class KaiScheduler(pulumi.ComponentResource):
     """Helm's status of the release, e.g. `deployed`."""
     ready: pulumi.Resource
     """Depend on this to run only after KAI admits Queues."""
+    shard_spec: dict[str, Any]
+    """The default SchedulingShard's spec, as applied."""
 
     def __init__(self, name: str, args: KaiSchedulerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:KaiScheduler", name, None, opts)
@@ -72,6 +87,7 @@ class KaiScheduler(pulumi.ComponentResource):
             secret_values=args.secret_values,
             opts=child,
         )
+        shard = self._shard(name, args, dict(spec.values), release, child)
         gate = Gate(
             f"{name}-gate",
             GateArgs(
@@ -81,14 +97,15 @@ class KaiScheduler(pulumi.ComponentResource):
                 grants=gate_grants(settings.namespace),
                 kubectl_version=args.kubectl_version,
                 timeout_seconds=settings.ready_timeout_seconds,
-                # A new chart, version or values re-runs the gate.
-                vouches_for=spec,
+                # A new chart, version, values or shard re-runs the gate.
+                vouches_for=(spec, shard.spec),
                 files=gate_files(),
-                after=[release],
+                after=[release, shard.resource],
             ),
             opts=child,
         )
         self.ready = gate.job
+        self.shard_spec = shard.spec
         self.namespace = namespace_name
         self.scheduler_name = pulumi.Output.from_input(SCHEDULER_NAME)
         self.release_status = release.status.apply(lambda status: status.status)
@@ -99,3 +116,25 @@ class KaiScheduler(pulumi.ComponentResource):
                 "release_status": self.release_status,
             }
         )
+
+    @staticmethod
+    def _shard(
+        name: str,
+        args: KaiSchedulerArgs,
+        values: dict[str, Any],
+        release: pulumi.Resource,
+        opts: pulumi.ResourceOptions,
+    ) -> _Shard:
+        """The default SchedulingShard, applied once the release has brought its CRD (and, on an upgrade, kept the
+        chart's own shard for this patch to take over)."""
+        spec = shard_spec(values.get("scheduler") or {}, args.fairness, args.prometheus)
+        api_version, kind = SCHEDULING_SHARD_API
+        resource = k8s.apiextensions.CustomResourcePatch(
+            f"{name}-shard",
+            api_version=api_version,
+            kind=kind,
+            metadata={"name": SHARD_NAME, "labels": MANAGED_BY, "annotations": PATCH_FORCE},
+            spec=spec,
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[release])),
+        )
+        return _Shard(resource, spec)

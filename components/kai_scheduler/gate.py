@@ -13,12 +13,13 @@ every operand Deployment has rolled out.
 
 import yaml
 
+from components.kai_scheduler.shard import SHARD_NAME
 from components.shared.gate import Grant
 from components.shared.gate_pod import MOUNT_PATH, GateStep
 from components.shared.queue_manifest import queue_manifest
 from config.queue_hierarchy.hierarchy import ADMISSION_PROBE_QUEUE
 from config.queue_hierarchy.queues import QueueConfig
-from config.upstream import KAI_CONFIG
+from config.upstream import KAI_CONFIG, SCHEDULER_NAME
 
 PROBE_FILE = "probe-queue.yaml"
 PROBE_QUEUE = QueueConfig(name=ADMISSION_PROBE_QUEUE)
@@ -56,11 +57,16 @@ def gate_files() -> dict[str, str]:
 def kai_gate_steps(timeout_seconds: int, namespace: str) -> tuple[GateStep, ...]:
     config = f"configs.kai.scheduler/{KAI_CONFIG}"
     timeout = f"--timeout={timeout_seconds}s"
+    scheduler = f"deployment/{SCHEDULER_NAME}-{SHARD_NAME}"
     return (
         # kai-config is applied by a post-install hook Job, after the release's own objects:
         # deployments/kai-scheduler/templates/hooks/post/kai-config-deployer @v0.16.8.
         GateStep("config-created", ("wait", "--for=create", config, timeout)),
         GateStep("config-ready", ("wait", "--for=condition=Ready", config, timeout)),
+        # The operator makes the scheduler's Deployment, <schedulerName>-<shard>, from the platform's shard, which is
+        # applied after the release: until it exists, the rollout below would pass without a scheduler
+        # (pkg/operator/operands/scheduler/resources_for_shard.go DeploymentName @v0.16.8).
+        GateStep("scheduler-created", ("wait", "--for=create", scheduler, "-n", namespace, timeout)),
         # Ready reads each operand's updatedReplicas and Available condition, but not observedGeneration nor old
         # pods still terminating, and leaves the scheduler's Deployment (the SchedulingShard's) out
         # (pkg/operator/operands/common/common.go isControllerAvailable @v0.16.8). After an upgrade every operand

@@ -21,7 +21,9 @@ def kai_release_values(settings: KaiSchedulerConfig, *, cdi_enabled: bool | None
             # KAI's deviceaccess: NVIDIA_VISIBLE_DEVICES=void on every container of a KAI pod that asks for no
             # GPU, which the tenant admission policy then requires under an nvidia runtime (config/upstream.py).
             "blockNvidiaVisibleDevices": True,
-        }
+        },
+        # The platform applies the default SchedulingShard itself (components/kai_scheduler/shard.py).
+        "defaultShard": {"enabled": False},
     }
     if cdi_enabled is not None:
         # With CDI the binder must name a fraction's GPU as k8s.device-plugin.nvidia.com/gpu=<UUID>, which

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.observability.dashboards import dashboard_files
-from components.observability.prometheus_values import grafana_service, kube_prometheus_values, prometheus_url
+from components.observability.prometheus_values import grafana_service, kube_prometheus_values
 from components.observability.team_views import TeamViews, TeamViewsArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
@@ -161,12 +161,11 @@ class Observability(pulumi.ComponentResource):
         self, namespace: pulumi.Input[str], after: list[pulumi.Resource], opts: pulumi.ResourceOptions
     ) -> TeamViews:
         settings = self._args.settings
-        url = settings.prometheus_url or prometheus_url(settings.release_name, settings.namespace)
         return TeamViews(
             f"{self._name}-team-views",
             TeamViewsArgs(
                 namespace=namespace,
-                prometheus_url=url,
+                prometheus_url=settings.prometheus_address or "",
                 teams=self._args.teams,
                 limits=self._args.team_limits,
                 price_per_gpu_hour=settings.price_per_gpu_hour,

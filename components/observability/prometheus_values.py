@@ -109,16 +109,3 @@ def grafana_service(release: str) -> str:
     (grafana-community/helm-charts charts/grafana/templates/_helpers.tpl grafana.fullname @grafana-12.11.1)."""
     name = release if "grafana" in release else f"{release}-grafana"
     return name[:63].rstrip("-")
-
-
-PROMETHEUS_PORT = 9090
-"""prometheus.service.port (values.yaml @kube-prometheus-stack-88.5.3)."""
-
-
-def prometheus_url(release: str, namespace: str) -> str:
-    """The installed Prometheus' in-cluster URL: <fullname>-prometheus, where fullname is the release name when it
-    holds the chart's name, else <release>-kube-prometheus-stack, cut to 26 characters (templates/_helpers.tpl
-    kube-prometheus-stack.fullname, templates/prometheus/service.yaml @kube-prometheus-stack-88.5.3)."""
-    chart = "kube-prometheus-stack"
-    fullname = (release if chart in release else f"{release}-{chart}")[:26].rstrip("-")
-    return f"http://{fullname}-prometheus.{namespace}.svc:{PROMETHEUS_PORT}"

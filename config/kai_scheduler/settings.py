@@ -25,6 +25,11 @@ KAI_OWNED_VALUES: OwnedValues = {
     ("global", "resourceReservation", "appLabel"): (
         "tenant admission refuses the label that marks KAI's reservation pods, by its default value"
     ),
+    ("defaultShard",): "the platform owns the default SchedulingShard; set its usage settings in gpu-tenancy:fairness",
+    ("scheduler", "plugins", "proportion", "arguments"): (
+        "the shard's kValue is passed here, and a map here would replace it whole (pkg/apis/kai/v1/"
+        "schedulingshard_types.go setDefaultPlugins): set gpu-tenancy:fairness.kValue instead"
+    ),
 }
 """KAI chart values the platform relies on (deployments/kai-scheduler/values.yaml @v0.16.8)."""
 

@@ -16,6 +16,19 @@ from config.quantities import Quantity
 from config.types import NODE_PORT_RANGE, ConfigModel, HelmReleaseName, KubernetesName, PrometheusUrl
 from config.upstream import GRAFANA_DASHBOARD_LABEL, GRAFANA_SIDECAR_LABELS, MICROK8S_OBSERVABILITY_RELEASE
 
+PROMETHEUS_PORT = 9090
+"""prometheus.service.port (values.yaml @kube-prometheus-stack-88.5.3)."""
+
+
+def installed_prometheus_url(release: str, namespace: str) -> str:
+    """The installed Prometheus' in-cluster URL: <fullname>-prometheus, where fullname is the release name when it
+    holds the chart's name, else <release>-kube-prometheus-stack, cut to 26 characters (templates/_helpers.tpl
+    kube-prometheus-stack.fullname, templates/prometheus/service.yaml @kube-prometheus-stack-88.5.3)."""
+    chart = "kube-prometheus-stack"
+    fullname = (release if chart in release else f"{release}-{chart}")[:26].rstrip("-")
+    return f"http://{fullname}-prometheus.{namespace}.svc:{PROMETHEUS_PORT}"
+
+
 COST_WINDOW_DAYS = 31
 """The longest window `fairshare cost` is meant for: a month, with a day to spare."""
 
@@ -106,6 +119,13 @@ class ObservabilityConfig(ConfigModel):
         """The labels Grafana loads ConfigMaps and Secrets by: its sidecars' own, and the dashboards' here. No tenant
         object may carry one, whatever the mode: a cluster that is not this stack's may run a Grafana too."""
         return tuple(dict.fromkeys([*GRAFANA_SIDECAR_LABELS, *self.dashboard_labels]))
+
+    @property
+    def prometheus_address(self) -> str | None:
+        """The stack's Prometheus as pods reach it: the one it installs, or the existing one it was told of."""
+        if self.mode == "install":
+            return installed_prometheus_url(self.release_name, self.namespace)
+        return self.prometheus_url if self.mode == "existing" else None
 
     @property
     def team_views_enabled(self) -> bool:
