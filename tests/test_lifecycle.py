@@ -1,13 +1,17 @@
 """The stack's whole life under mocks: a fresh preview, a second `up`, each setting changed, teams added and
 removed, and what `destroy` deletes in which order."""
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from harness import FAKE_HOST_KEY, ProgramRun, Registration, dev_settings, is_unknown, run_main
+from tests.charts import render
 from tests.conftest import FAKE_KUBECONFIG
+from tests.engine_rules import create_over_existing, plan
+from tests.stacks import releases
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -378,3 +382,38 @@ def test_a_moved_release_is_uninstalled_before_it_is_installed_again(
 def test_every_helm_release_is_deleted_before_it_is_replaced(base: ProgramRun) -> None:
     for release in base.of_type(RELEASE):
         assert release.delete_before_replace, release.name
+
+
+KAI_SHARD = "kubernetes:kai.scheduler/v1:SchedulingShardPatch"
+
+
+# --- the upgrade from the chart's kept shard ------------------------------------------------------------------
+
+
+def test_an_upgrade_takes_over_the_shard_helm_keeps() -> None:
+    """The release before this one rendered the chart's `default` shard, marked keep; with defaultShard off Helm's
+    upgrade no longer renders it and leaves it in place. The platform's shard, created in the same `up` after the
+    release, upserts that object and forces its fields from Helm's field manager: no AlreadyExists, no gap."""
+    (release,) = [r for r in releases("brev") if r.resource == "kai-release"]
+    earlier = dict(release.values)
+    earlier.pop("defaultShard")
+    (kept,) = [
+        o for o in render(release.name, release.namespace, release.chart, earlier) if o["kind"] == "SchedulingShard"
+    ]
+    assert kept["metadata"]["name"] == "default"
+    assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert not [o for o in release.render() if o["kind"] == "SchedulingShard"], "this release renders none"
+
+    run = run_main(dev_settings())
+    old_release = run.one("kubernetes:helm.sh/v3:Release", "kai-release")
+    old_values = {k: v for k, v in old_release.inputs["values"].items() if k != "defaultShard"}
+    earlier_release = dataclasses.replace(old_release, inputs={**old_release.inputs, "values": old_values})
+    before = ProgramRun(
+        [earlier_release if r is old_release else r for r in run.registrations if r.name != "kai-shard"]
+    )
+    steps = {step.name: step.op for step in plan(before, run)}
+    assert steps["kai-shard"] == "create"
+    assert steps["kai-release"] == "update"
+    assert create_over_existing(run.one(KAI_SHARD)) == "upsert, forcing"
+    plain = dataclasses.replace(run.one(KAI_SHARD), type="kubernetes:kai.scheduler/v1:SchedulingShard")
+    assert create_over_existing(plain) == "AlreadyExists", "a plain CustomResource would fail the upgrade"

@@ -6,7 +6,6 @@ end-to-end test's scenario (test/e2e/suites/timeaware/timeaware_test.go @v0.16.8
 numbers its comment works through, and cases derived from calcShareWeights line by line.
 """
 
-import dataclasses
 import json
 import math
 import time
@@ -25,8 +24,7 @@ from fairshare.division import TimeBased, _Share, _share_weights, fair_shares
 from fairshare.prometheus import Prometheus
 from fairshare.usage import read_usage_file, read_usage_prometheus, usage_document, usage_query, with_parents
 from harness import ProgramRun, dev_settings, run_main
-from tests.charts import crd_errors, render
-from tests.engine_rules import create_over_existing, plan
+from tests.charts import crd_errors
 from tests.real_prometheus import Series, real_prometheus
 from tests.stacks import releases
 
@@ -344,38 +342,6 @@ def test_the_planner_reads_usage_from_a_real_prometheus_as_the_shard_tells_kai_t
     assert "window 6h" in again.source
     assert default.shares()["team-nlp"] < 0.25, "one of two series kept"
     assert not math.isclose(default.shares()["team-nlp"], shares["team-nlp"])
-
-
-# --- the upgrade from the chart's kept shard ------------------------------------------------------------------
-
-
-def test_an_upgrade_takes_over_the_shard_helm_keeps() -> None:
-    """The release before this one rendered the chart's `default` shard, marked keep; with defaultShard off Helm's
-    upgrade no longer renders it and leaves it in place. The platform's shard, created in the same `up` after the
-    release, upserts that object and forces its fields from Helm's field manager: no AlreadyExists, no gap."""
-    (release,) = [r for r in releases("brev") if r.resource == "kai-release"]
-    earlier = dict(release.values)
-    earlier.pop("defaultShard")
-    (kept,) = [
-        o for o in render(release.name, release.namespace, release.chart, earlier) if o["kind"] == "SchedulingShard"
-    ]
-    assert kept["metadata"]["name"] == "default"
-    assert kept["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-    assert not [o for o in release.render() if o["kind"] == "SchedulingShard"], "this release renders none"
-
-    run = run_main(dev_settings())
-    old_release = run.one("kubernetes:helm.sh/v3:Release", "kai-release")
-    old_values = {k: v for k, v in old_release.inputs["values"].items() if k != "defaultShard"}
-    earlier_release = dataclasses.replace(old_release, inputs={**old_release.inputs, "values": old_values})
-    before = ProgramRun(
-        [earlier_release if r is old_release else r for r in run.registrations if r.name != "kai-shard"]
-    )
-    steps = {step.name: step.op for step in plan(before, run)}
-    assert steps["kai-shard"] == "create"
-    assert steps["kai-release"] == "update"
-    assert create_over_existing(run.one(SHARD)) == "upsert, forcing"
-    plain = dataclasses.replace(run.one(SHARD), type="kubernetes:kai.scheduler/v1:SchedulingShard")
-    assert create_over_existing(plain) == "AlreadyExists", "a plain CustomResource would fail the upgrade"
 
 
 def test_the_time_based_shard_is_one_kais_crd_accepts() -> None:
