@@ -13,9 +13,11 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.local_server import serve
 
 Json = dict[str, Any]
 TOKEN = "stand-in-token"
@@ -223,13 +225,5 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def serving(store: Store) -> Iterator[str]:
     """The server's URL while the block runs."""
-    handler = type("Handler", (_Handler,), {"store": store})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(type("Handler", (_Handler,), {"store": store})) as url:
+        yield url

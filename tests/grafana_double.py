@@ -19,16 +19,16 @@ Only the server admin (basic auth) may call the admin routes.
 
 import base64
 import json
-import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from config.upstream import GRAFANA_ORG_HEADER
+from tests.local_server import serve
 
 
 @dataclass
@@ -173,18 +173,5 @@ class _Handler(BaseHTTPRequestHandler):
 def grafana_double(world: GrafanaWorld, *, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
     """The stand-in at the URL yielded; `tls` (certificate, key) serves it over HTTPS at localhost, as Grafana does
     with [server] protocol https."""
-    handler = type("Handler", (_Handler,), {"world": world, "lock": threading.Lock()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    scheme, host = "http", "127.0.0.1"
-    if tls is not None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*tls)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-        scheme, host = "https", "localhost"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"{scheme}://{host}:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(type("Handler", (_Handler,), {"world": world, "lock": threading.Lock()}), tls=tls) as url:
+        yield url

@@ -28,16 +28,17 @@ canonical text of the whole query, and the result is parsed again.
 
 import json
 import re
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import promql_parser as promql
+
+from tests.local_server import serve
 
 QUERY_PATHS = ("/api/v1/query", "/api/v1/query_range", "/api/v1/query_exemplars")
 MATCHER_PATHS = ("/api/v1/series", "/federate")
@@ -248,12 +249,5 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def prom_label_proxy(flags: ProxyFlags) -> Iterator[str]:
     """The stand-in listening on 127.0.0.1, at the URL yielded."""
-    handler = type("Handler", (_Handler,), {"flags": flags})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(type("Handler", (_Handler,), {"flags": flags})) as url:
+        yield url

@@ -8,12 +8,13 @@ query, and refuses more than 11,000 points per series as Prometheus does
 
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from tests.local_server import serve
 
 Curve = Callable[[float], float | None]
 
@@ -91,11 +92,5 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def prometheus(served: Served) -> Iterator[str]:
     """A running stand-in; yields its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(served))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(_handler(served)) as url:
+        yield url

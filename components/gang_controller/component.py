@@ -16,6 +16,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.shared.labels import MANAGED_BY
+from components.shared.python_program import LOCKED_CONTAINER, python_env
+from components.shared.python_program import program_files as python_program_files
 from config.upstream import POD_GROUP_API, PYTHON, PYTHON_IMAGE_REF
 
 NAMESPACE = "gpu-tenancy-gangs"
@@ -34,8 +36,8 @@ _PODGROUPS = POD_GROUP_API[0].split("/")[0]
 
 
 def program_files() -> dict[str, str]:
-    """The program's modules, as ConfigMap data (keys are file names)."""
-    return {path.name: path.read_text() for path in sorted(PROGRAM_DIR.glob("*.py"))}
+    """The controller's modules, as ConfigMap data."""
+    return python_program_files(PROGRAM_DIR)
 
 
 def read_rules() -> list[dict[str, Any]]:
@@ -53,7 +55,6 @@ def write_rules() -> list[dict[str, Any]]:
 
 
 def pod_spec(files: Mapping[str, str]) -> dict[str, Any]:
-    locked = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
     return {
         "serviceAccountName": SERVICE_ACCOUNT,
         "securityContext": {
@@ -68,14 +69,12 @@ def pod_spec(files: Mapping[str, str]) -> dict[str, Any]:
                 "image": PYTHON_IMAGE_REF,
                 "command": [PYTHON, "-m", PACKAGE],
                 "env": [
-                    {"name": "PYTHONPATH", "value": MOUNT},
-                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-                    {"name": "PYTHONUNBUFFERED", "value": "1"},
+                    *python_env(MOUNT),
                     {"name": "GANGS_GRACE_SECONDS", "value": str(GRACE_SECONDS)},
                     {"name": "GANGS_RESYNC_SECONDS", "value": str(RESYNC_SECONDS)},
                 ],
                 "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-                "securityContext": locked,
+                "securityContext": LOCKED_CONTAINER,
                 "volumeMounts": [{"name": "program", "mountPath": f"{MOUNT}/{PACKAGE}", "readOnly": True}],
             }
         ],

@@ -11,6 +11,8 @@ from typing import Any
 
 from components.observability.team_dashboard import TEAM_DATASOURCE_UID, team_dashboard
 from components.observability.team_rules import series_checks
+from components.shared.python_program import LOCKED_CONTAINER, python_env
+from components.shared.python_program import program_files as python_program_files
 from config.upstream import (
     GRAFANA_IMAGE,
     GRAFANA_RUN,
@@ -40,12 +42,11 @@ TLS_MOUNT = "/etc/grafana/tls"
 READY_DIR = "/run/team-views"
 READY_CHECK = f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready'))"
 """The reconciler's readiness: it has built every team's organisation at least once (the image has no `test`)."""
-LOCKED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
 
 def program_files() -> dict[str, str]:
-    """The reconciler's modules, as ConfigMap data (keys are file names)."""
-    return {path.name: path.read_text() for path in sorted(PROGRAM_DIR.glob("*.py"))}
+    """The reconciler's modules, as ConfigMap data."""
+    return python_program_files(PROGRAM_DIR)
 
 
 def proxy_args(upstream: str) -> list[str]:
@@ -84,7 +85,7 @@ def proxy_pod_spec(upstream: str, version: str) -> dict[str, Any]:
                 "ports": [{"name": "http", "containerPort": PROXY_PORT}],
                 "readinessProbe": {"httpGet": {"path": "/healthz", "port": PROXY_PORT}},
                 "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-                "securityContext": LOCKED,
+                "securityContext": LOCKED_CONTAINER,
             }
         ],
     }
@@ -187,7 +188,7 @@ def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, An
                 "ports": [{"name": "https", "containerPort": GRAFANA_PORT}],
                 "readinessProbe": {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT, "scheme": "HTTPS"}},
                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-                "securityContext": LOCKED,
+                "securityContext": LOCKED_CONTAINER,
                 "volumeMounts": [
                     {"name": "config", "mountPath": STATE_MOUNT, "readOnly": True},
                     {"name": "tls", "mountPath": TLS_MOUNT, "readOnly": True},
@@ -200,9 +201,7 @@ def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, An
                 "image": PYTHON_IMAGE_REF,
                 "command": [PYTHON, "-m", PACKAGE],
                 "env": [
-                    {"name": "PYTHONPATH", "value": PROGRAM_MOUNT},
-                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-                    {"name": "PYTHONUNBUFFERED", "value": "1"},
+                    *python_env(PROGRAM_MOUNT),
                     {"name": "TEAM_VIEWS_STATE", "value": f"{STATE_MOUNT}/state.json"},
                     {"name": "TEAM_VIEWS_SECRETS", "value": f"{SECRETS_MOUNT}/secrets.json"},
                     {"name": "TEAM_VIEWS_GRAFANA_URL", "value": f"https://localhost:{GRAFANA_PORT}"},
@@ -215,7 +214,7 @@ def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, An
                     }
                 },
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-                "securityContext": LOCKED,
+                "securityContext": LOCKED_CONTAINER,
                 "volumeMounts": [
                     *state,
                     {"name": "program", "mountPath": f"{PROGRAM_MOUNT}/{PACKAGE}", "readOnly": True},
