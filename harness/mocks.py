@@ -110,8 +110,15 @@ API_SERVER_ENDPOINT = ("10.0.0.10", 16443)
 
 
 SERVICE = "kubernetes:core/v1:Service"
-STAND_IN_CERTIFICATE = "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n"
 STAND_IN_KEY = "-----BEGIN EC PRIVATE KEY-----\nstand-in\n-----END EC PRIVATE KEY-----\n"
+
+
+def stand_in_certificate(inputs: Mapping[str, Any]) -> str:
+    """pulumi-tls' certPem: a new certificate for new inputs (every one forces a new certificate), the same for the
+    same inputs, so a second `up` changes nothing."""
+    plain, _ = unwrap_secrets(dict(inputs))
+    digest = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return f"-----BEGIN CERTIFICATE-----\nstand-in {digest}\n-----END CERTIFICATE-----\n"
 
 
 def _stand_in_password(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,7 +130,7 @@ def _stand_in_password(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
 PROVIDER_OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     "random:index/randomPassword:RandomPassword": _stand_in_password,
     "tls:index/privateKey:PrivateKey": lambda name, inputs: {"privateKeyPem": STAND_IN_KEY},
-    "tls:index/selfSignedCert:SelfSignedCert": lambda name, inputs: {"certPem": STAND_IN_CERTIFICATE},
+    "tls:index/selfSignedCert:SelfSignedCert": lambda name, inputs: {"certPem": stand_in_certificate(inputs)},
 }
 """What the random and tls providers compute, shaped as they return it."""
 

@@ -100,9 +100,11 @@ def _replaces(old: Registration, new: Registration, inputs: dict[str, Any], repl
 
 
 def _provider_replaces(old: Registration, new: Registration, inputs: dict[str, Any]) -> bool:
-    """What pulumi-kubernetes' Diff asks to replace."""
+    """What pulumi-kubernetes' (and pulumi-tls') Diff asks to replace."""
     if new.type == "kubernetes:helm.sh/v3:Release":
         return any(old.inputs.get(k) != inputs.get(k) for k in ("name", "namespace"))
+    if new.type in TLS_FORCE_NEW:
+        return any(old.inputs.get(k) != inputs.get(k) for k in TLS_FORCE_NEW[new.type])
     if not new.type.startswith("kubernetes:"):
         return False
     before, after = old.inputs.get("metadata") or {}, inputs.get("metadata") or {}
@@ -113,6 +115,19 @@ def _provider_replaces(old: Registration, new: Registration, inputs: dict[str, A
         _field(old.inputs, path) != _field(inputs, path) for path in immutable
     )
 
+
+TLS_FORCE_NEW = {
+    "tls:index/selfSignedCert:SelfSignedCert": (
+        "privateKeyPem",
+        "validityPeriodHours",
+        "allowedUses",
+        "dnsNames",
+        "ipAddresses",
+        "subject",
+    ),
+}
+"""A certificate is never changed in place: each of these has RequiresReplace (hashicorp/terraform-provider-tls
+internal/provider/resource_self_signed_cert.go Schema @v4.2.1, which pulumi-tls 5 bridges)."""
 
 FORCE_NEW = {
     "Job": ("spec.template", "spec.completions", "spec.parallelism", "spec.selector"),

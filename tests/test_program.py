@@ -17,7 +17,6 @@ from harness import (
     run_main,
     tenant_kubeconfig,
 )
-from harness.mocks import STAND_IN_CERTIFICATE
 from tests.charts import chart_text
 from tests.conftest import KAI_CHART, queue_schema_errors
 
@@ -179,9 +178,10 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
             team: {"url": exports["teamViews"]["team-nlp"]["url"], "login": team, "password": ANY_PASSWORD}
             for team in TEAMS
         },
-        "teamViewsCaCertificate": STAND_IN_CERTIFICATE,
+        "teamViewsCaCertificate": exports["teamViewsCaCertificate"],
     }
     assert exports["teamViews"]["team-nlp"]["url"].startswith("https://198.51.100.7:3")
+    assert exports["teamViewsCaCertificate"].startswith("-----BEGIN CERTIFICATE-----\n")
     assert len({login["password"] for login in exports["teamViews"].values()}) == len(TEAMS)
 
 
