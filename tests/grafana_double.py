@@ -41,7 +41,6 @@ class GrafanaWorld:
     datasources: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
     dashboards: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
     home: dict[int, str] = field(default_factory=dict)
-    calls: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.users[1] = {"login": "admin", "password": self.admin_password}
@@ -101,7 +100,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, body: Any) -> tuple[int, Any]:  # noqa: PLR0911, PLR0912 - one route table
         world, path, method = self.world, self.path, self.command
-        world.calls.append(f"{method} {path}")
         caller = self._caller()
         if path == "/api/health":
             return 200, {"database": "ok"}
