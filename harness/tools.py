@@ -10,9 +10,10 @@ the way each project packages its releases; where that is absent (a GitHub runne
 `pull-charts` fetches the same versions from the official repositories into
 `.cache/charts/` with `helm pull`.
 
-    venv/bin/python -m harness.tools install-helm pull-charts install-debian install-mermaid
+    venv/bin/python -m harness.tools install-helm pull-charts install-debian install-mermaid build-lab
 
-Prometheus and Chromium come from Debian's packages (apt-get), mermaid-cli from the npm registry.
+Prometheus and Chromium come from Debian's packages (apt-get), mermaid-cli from the npm registry, the lab's
+programs from the Go module proxy (build-lab, harness/lab/build.py).
 """
 
 import argparse
@@ -27,6 +28,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from harness.lab.build import build, built
 from harness.program import ROOT
 
 CACHE = ROOT / ".cache"
@@ -191,9 +193,20 @@ def install_mermaid() -> Path | None:
     return mmdc_path()
 
 
+def build_lab() -> Path | None:
+    """The lab's programs from the Go module proxy, once per pinned version (harness/lab/build.py). Without Go,
+    the lab's tests are skipped locally and fail in CI."""
+    if (found := built()) is not None:
+        return found
+    if shutil.which("go") is None:
+        _unavailable("Go 1.26 is needed to build the lab (https://go.dev/dl/)")
+        return None
+    return build()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    actions = ["install-helm", "pull-charts", "install-debian", "install-mermaid"]
+    actions = ["install-helm", "pull-charts", "install-debian", "install-mermaid", "build-lab"]
     parser.add_argument("what", nargs="+", choices=actions)
     for what in parser.parse_args().what:
         if what == "install-helm":
@@ -203,6 +216,8 @@ def main() -> None:
                 print(path)
         elif what == "install-debian":
             print(" ".join(install_debian()) or "Debian packages: all present")
+        elif what == "build-lab":
+            print(build_lab())
         else:
             print(install_mermaid())
     sys.stdout.flush()
