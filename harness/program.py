@@ -118,14 +118,17 @@ def run_pulumi(
     preview: bool = False,
     previous: Mapping[str, Any] | None = None,
     secret_config: Sequence[str] = (),
+    mocks: RealisticMocks | None = None,
 ) -> ProgramRun:
     """Run `build` under mocks; whatever it returns (or exports) is resolved with its secrecy. `secret_config`: config
     keys Pulumi holds as secret, as `pulumi config set --path --secret` under them makes them.
 
-    With `preview`, the run is a dry run of a fresh stack (see FreshPreviewMocks).
+    With `preview`, the run is a dry run of a fresh stack (see FreshPreviewMocks); `mocks` replaces the realistic
+    ones (the lab's answer reads from a real cluster).
     """
     attempt = attempt or Attempt()
-    mocks = FreshPreviewMocks(previous) if preview else RealisticMocks(previous)
+    if mocks is None:
+        mocks = FreshPreviewMocks(previous) if preview else RealisticMocks(previous)
     monitor = RecordingMonitor(mocks)
     capture = _LogCapture()
     logger = logging.getLogger(f"gpu-tenancy-tests-{id(monitor)}")
@@ -177,7 +180,8 @@ def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 
 
-def _main() -> None:
+def main_program() -> None:
+    """`__main__.py`, run as `pulumi up` runs it."""
     runpy.run_path(str(MAIN), run_name="__main__")
 
 
@@ -204,7 +208,7 @@ def run_main(
 def _cached_run(key: str) -> ProgramRun:
     config, secrets, stack, preview, previous, secret_config = json.loads(key)
     return run_pulumi(
-        _main,
+        main_program,
         config=config,
         secrets=secrets,
         stack=stack,
@@ -226,7 +230,7 @@ def attempt_main(
     attempt = Attempt()
     try:
         run = run_pulumi(
-            _main,
+            main_program,
             config=config,
             secrets=secrets,
             stack=stack,

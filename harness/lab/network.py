@@ -1,0 +1,132 @@
+"""The lab's network: a bridge on the host and a network namespace per pod that runs as a process.
+
+Why not loopback: the API server refuses 127.0.0.0/8 in Endpoints and EndpointSlices
+(kubernetes pkg/apis/core/validation ValidateEndpointIP @v1.36.3), so a Service in front
+of a real process, or the `kubernetes` Service itself (its endpoint is the advertise
+address), needs an address of its own. Each lab takes a free 10.<octet>.0.0/16: the
+bridge holds 10.<octet>.0.1, where the API server listens, and each process pod gets
+10.<octet>.<1..63>.<1..250> on a veth pair into its own namespace, so it binds its
+ports and reaches in-cluster addresses as in a real pod. KWOK gives faked pods
+addresses from 10.<octet>.128.0/17 (the nodes' podCIDRs), never routed.
+
+Needs root (CAP_NET_ADMIN): creating links and namespaces.
+"""
+
+import ipaddress
+import json
+import subprocess
+from dataclasses import dataclass
+
+SERVICE_CIDR = "10.152.183.0/24"
+"""MicroK8s' service range (canonical/microk8s microk8s-resources/default-args/kube-apiserver @v1.36)."""
+KUBERNETES_SERVICE_IP = "10.152.183.1"
+OCTETS = range(100, 250)
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+
+
+def _used_octets() -> set[int]:
+    """Second octets of every 10.x address or route this machine has."""
+    used: set[int] = set()
+    for listing in (_ip("-j", "addr").stdout, _ip("-j", "route").stdout):
+        for entry in json.loads(listing or "[]"):
+            addresses = [a.get("local", "") for a in entry.get("addr_info", [])] + [entry.get("dst", "")]
+            for address in addresses:
+                parts = address.split("/")[0].split(".")
+                if len(parts) == 4 and parts[0] == "10":
+                    used.add(int(parts[1]))
+    return used
+
+
+@dataclass(frozen=True)
+class LabNetwork:
+    octet: int
+
+    @property
+    def bridge(self) -> str:
+        return f"glab{self.octet}"
+
+    @property
+    def gateway(self) -> str:
+        """The bridge's address: where the API server listens and pods route through."""
+        return f"10.{self.octet}.0.1"
+
+    @property
+    def fake_pod_cidr(self) -> str:
+        return f"10.{self.octet}.128.0/17"
+
+    def node_cidr(self, index: int) -> str:
+        return f"10.{self.octet}.{128 + index}.0/24"
+
+    def node_address(self, index: int) -> str:
+        return f"10.{self.octet}.0.{10 + index}"
+
+    @property
+    def service_router(self) -> str:
+        """Where pods send ClusterIP traffic: the forwarder's own namespace on the bridge (forwarder.py)."""
+        return f"10.{self.octet}.0.2"
+
+    def pod_address(self, index: int) -> str:
+        """The index-th process pod's address (0-based), 15,750 of them."""
+        return f"10.{self.octet}.{1 + index // 250}.{1 + index % 250}"
+
+    def namespace_name(self, index: int) -> str:
+        return f"{self.bridge}-p{index}"
+
+    def create(self) -> None:
+        if _ip("link", "show", self.bridge, check=False).returncode == 0:
+            return
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.gateway}/16", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+
+    def remove(self) -> None:
+        for name in _ip("netns", "list").stdout.split("\n"):
+            if name.split(" ")[0].startswith(f"{self.bridge}-"):
+                _ip("netns", "del", name.split(" ")[0], check=False)
+        _ip("link", "del", self.bridge, check=False)
+
+    def exists(self) -> bool:
+        return _ip("link", "show", self.bridge, check=False).returncode == 0
+
+    def attach_router(self) -> str:
+        """The namespace of the lab's ClusterIP forwarder, at service_router: every Service address is its own."""
+        return self._attach(f"{self.bridge}-svc", f"gv{self.octet}svc", self.service_router)
+
+    def attach(self, index: int) -> tuple[str, str]:
+        """A namespace for the index-th process pod, wired to the bridge, its Service range routed to the
+        forwarder: (namespace, address)."""
+        namespace = self._attach(self.namespace_name(index), f"gv{self.octet}x{index}", self.pod_address(index))
+        _ip("-n", namespace, "route", "add", SERVICE_CIDR, "via", self.service_router)
+        return namespace, self.pod_address(index)
+
+    def _attach(self, namespace: str, host_side: str, address: str) -> str:
+        _ip("netns", "del", namespace, check=False)
+        _ip("link", "del", host_side, check=False)
+        _ip("netns", "add", namespace)
+        _ip("link", "add", host_side, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+        _ip("link", "set", host_side, "master", self.bridge, "up")
+        inside = ["-n", namespace]
+        _ip(*inside, "addr", "add", f"{address}/16", "dev", "eth0")
+        _ip(*inside, "link", "set", "eth0", "up")
+        _ip(*inside, "link", "set", "lo", "up")
+        _ip(*inside, "route", "add", "default", "via", self.gateway)
+        return namespace
+
+    def detach(self, index: int) -> None:
+        _ip("netns", "del", self.namespace_name(index), check=False)
+        _ip("link", "del", f"gv{self.octet}x{index}", check=False)
+
+
+def free_network() -> LabNetwork:
+    used = _used_octets()
+    for octet in OCTETS:
+        if octet not in used:
+            return LabNetwork(octet)
+    raise SystemExit("lab: no free 10.x.0.0/16 for the lab's bridge (100 to 249 are all in use)")
+
+
+def in_service_range(address: str) -> bool:
+    return ipaddress.ip_address(address) in ipaddress.ip_network(SERVICE_CIDR)
