@@ -70,7 +70,8 @@ kai = KaiScheduler(
 queues = QueueHierarchy("queues", QueueHierarchyArgs(queues=settings.queues, kai_ready=kai.ready), opts=on_host)
 
 # One set of policies fences every tenant's pods; each vCluster waits for it and for nothing of the
-# GPU stack, so control planes start while the operator and KAI install.
+# GPU stack, so control planes start while the operator and KAI install (the gang-consistency policy alone
+# waits for KAI's PodGroup API).
 admission = (
     TenantAdmission(
         "tenant-admission",
@@ -81,6 +82,7 @@ admission = (
             reserved_labels=settings.observability.grafana_labels,
             # A kubelet this stack bootstraps defaults to RuntimeDefault (host.kubelet); another may not.
             default_seccomp=not settings.bootstraps_host,
+            pod_groups_served=[kai.ready],
         ),
         opts=on_host,
     ).ready

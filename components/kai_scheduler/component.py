@@ -94,7 +94,7 @@ class KaiScheduler(pulumi.ComponentResource):
                 object_name="kai-gate",
                 namespace=namespace_name,
                 steps=kai_gate_steps(settings.ready_timeout_seconds, settings.namespace),
-                grants=gate_grants(settings.namespace),
+                grants=gate_grants(namespace_name),
                 kubectl_version=args.kubectl_version,
                 timeout_seconds=settings.ready_timeout_seconds,
                 # A new chart, version, values or shard re-runs the gate.

@@ -11,6 +11,7 @@ that step fails and the Job retries it. After an upgrade, it also waits until
 every operand Deployment has rolled out.
 """
 
+import pulumi
 import yaml
 
 from components.kai_scheduler.shard import SHARD_NAME
@@ -26,7 +27,10 @@ PROBE_QUEUE = QueueConfig(name=ADMISSION_PROBE_QUEUE)
 """Submitted only as a dry run: it is never stored, so it cannot clash with real queues."""
 
 
-def gate_grants(namespace: str) -> tuple[Grant, ...]:
+def gate_grants(namespace: pulumi.Input[str]) -> tuple[Grant, ...]:
+    """`namespace` is the Namespace resource's name, so the Role waits for it: a plain string let the Role be
+    created while KAI's namespace still waited for the GPU gate, and pulumi-kubernetes gives up on a missing
+    namespace after its five retries (provider/pkg/await/await.go Creation)."""
     return (
         Grant(
             key="cluster",

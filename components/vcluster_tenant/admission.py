@@ -50,6 +50,15 @@ class TenantAdmissionArgs:
     """Labels no tenant ConfigMap or Secret may carry: what the platform's Grafana (or an existing one) loads by."""
     default_seccomp: bool
     """The kubelet gives no default seccomp profile (a cluster this stack did not build): the policies do."""
+    pod_groups_served: Sequence[pulumi.Resource] = ()
+    """What proves KAI's PodGroup API is served (KAI's gate): the gang-consistency policy waits for it.
+
+    That policy reads PodGroups as its params, and while their kind is not served the API server refuses
+    every request the policy's matchConstraints match, before it looks at a binding or a matchCondition
+    (kubernetes/apiserver pkg/admission/plugin/policy/validating/dispatcher.go Dispatch, ConfigurationError
+    from generic/policy_source.go @v0.36.3): every pod in every tenant namespace, the vCluster control
+    planes included, for as long as KAI installs. Until it exists, gang pods are still safe: none runs
+    without KAI, and the gang controller makes no PodGroup for pods that disagree."""
 
 
 class TenantAdmission(pulumi.ComponentResource):
@@ -72,15 +81,16 @@ class TenantAdmission(pulumi.ComponentResource):
             self._policy(f"{name}-services", SERVICE_POLICY, service_policy_spec(), validating=True, opts=child),
             self._policy(f"{name}-reserved-labels", LABEL_POLICY, labels, validating=True, opts=child),
             self._policy(f"{name}-podgroups", PODGROUP_POLICY, podgroups, validating=True, opts=child),
-            self._policy(
-                f"{name}-gang-consistency",
-                CONSISTENCY_POLICY,
-                gangs,
-                validating=True,
-                opts=child,
-                binding_with=consistency_binding(TENANT_NAMESPACES),
-            ),
         ]
+        # Not in `ready`: tenants start before KAI, and this policy only once KAI serves PodGroups.
+        self._policy(
+            f"{name}-gang-consistency",
+            CONSISTENCY_POLICY,
+            gangs,
+            validating=True,
+            opts=child.merge(pulumi.ResourceOptions(depends_on=list(args.pod_groups_served))),
+            binding_with=consistency_binding(TENANT_NAMESPACES),
+        )
         if args.settings.admission == "mutate":
             pinning = pinning_policy_spec()
             naming = gang_name_policy_spec(pod_rules("CREATE"), SYNCED_WORKLOAD)
