@@ -1,8 +1,11 @@
-"""The gang controller, as it runs in its Pod, against a stand-in API server on 127.0.0.1.
+"""The gang controller, as it runs in its Pod, against the lab's real API server (a lab of this module's own).
 
-Each test starts the real program (components/gang_controller/gangcontrol) in a thread,
-changes what the API server holds, and waits for the PodGroups and Events to match.
-Pure planning is tested directly at the end.
+The program's namespaces, admission policies and the controller's own ServiceAccount and
+RBAC are applied as registered; the controller runs with that account's token. Pods reach
+the API server as team-nlp's syncer writes them, through the real admission chain, so a
+gang's pod-group-name is the one the gang-names policy gives it. Each test starts the real
+program (components/gang_controller/gangcontrol) in a thread and waits for the PodGroups
+and Events the API server holds. Pure planning is tested directly at the end.
 """
 
 import signal
@@ -10,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,192 +21,296 @@ from typing import Any
 
 import pytest
 
+from components.gang_controller import GANG_CONTROLLER_USER
 from components.gang_controller.gangcontrol import gangs
 from components.gang_controller.gangcontrol.kube import Api
 from components.gang_controller.gangcontrol.run import Controller, Settings
 from config import names, upstream
-from harness import dev_settings, run_main
-from tests.fake_apiserver import TOKEN, Store, serving
+from harness import ProgramRun, dev_settings, run_main
+from harness.lab.kube import ApiError
+from tests.lab import Lab, apply_registrations, install_kai_crds, private_lab
+from tests.tenant_pods import POD_GROUPER, SYNCER
+from tests.vcluster_syncer import to_host
 
 Json = dict[str, Any]
-GRACE = 0.6
-GROUP = "team-nlp.default.bert"
+GRACE = 1.0
+TEAM_NAMESPACE = "vcluster-team-nlp"
+POD_GROUP = ("scheduling.run.ai/v2alpha2", "PodGroup")
+SET_UP = {
+    "kubernetes:core/v1:Namespace",
+    "kubernetes:core/v1:ServiceAccount",
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+    "kubernetes:rbac.authorization.k8s.io/v1:Role",
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy",
+    "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding",
+}
+"""What the controller needs around it, as the program registers it: namespaces, its account and RBAC, the fence."""
+
+
+@pytest.fixture(scope="module")
+def program() -> ProgramRun:
+    return run_main(dev_settings())
+
+
+@pytest.fixture(scope="module")
+def world(program: ProgramRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator["World"]:
+    with private_lab("gangs") as lab:
+        wanted = [r for r in program.registrations if r.type in SET_UP and _around_the_controller(program, r)]
+        apply_registrations(lab, sorted(wanted, key=lambda r: r.type != "kubernetes:core/v1:Namespace"))
+        for team in ("team-nlp", "team-vision"):
+            account = {"name": f"vc-workload-{team}", "namespace": f"vcluster-{team}"}
+            lab.admin.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
+        yield World(lab, tmp_path_factory.mktemp("gangs"))
+
+
+def _around_the_controller(run: ProgramRun, registration: Any) -> bool:
+    """The controller's own objects, the namespaces and the tenant admission policies (not the vClusters')."""
+    chain = registration.urn
+    return (
+        registration.type == "kubernetes:core/v1:Namespace" or "GangController" in chain or "TenantAdmission" in chain
+    )
+
+
+class World:
+    def __init__(self, lab: Lab, folder: Path) -> None:
+        self.lab = lab
+        self.folder = folder
+        self.syncer = lab.as_user(SYNCER)
+
+    def token(self) -> Path:
+        """A token of the controller's own ServiceAccount, as its pod is given one."""
+        namespace, account = GANG_CONTROLLER_USER.removeprefix("system:serviceaccount:").split(":")
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+        path = self.lab.admin.path("v1", "ServiceAccount", namespace, account) + "/token"
+        token = self.folder / "token"
+        token.write_text(self.lab.admin.request("POST", path, body)["status"]["token"])
+        return token
+
+    def api(self) -> Api:
+        return Api(self.lab.admin.credentials.server, str(self.token()), str(self.lab.admin.credentials.ca))
+
+    def pod(self, name: str, *, gang: str | None = None, size: str = "4", labels: Json | None = None) -> Json:
+        """Created as team-nlp's syncer creates it from the team's pod."""
+        metadata: Json = {"name": name, "namespace": "default", "labels": dict(labels or {})}
+        if gang is not None:
+            metadata["labels"]["gpu-tenancy/gang"] = gang
+            metadata["annotations"] = {"gpu-tenancy/gang-size": size}
+        virtual = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+        return self.syncer.create(to_host(virtual, vcluster="team-nlp"))
+
+    def delete_pod(self, pod: Json) -> None:
+        self.lab.admin.delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], grace_seconds=0)
+
+    def groups(self) -> dict[str, Json]:
+        return {g["metadata"]["name"]: g for g in self.lab.admin.list(*POD_GROUP, TEAM_NAMESPACE)}
+
+    def own_groups(self) -> dict[str, Json]:
+        return {name: g for name, g in self.groups().items() if gangs.made_here(g)}
+
+    def events(self, reason: str) -> list[Json]:
+        return [e for e in self.lab.admin.list("v1", "Event", TEAM_NAMESPACE) if e.get("reason") == reason]
+
+    def clear(self) -> None:
+        """Nothing of an earlier test's left: no pods, PodGroups or Events in team-nlp's namespace."""
+        for kind in (("v1", "Pod"), POD_GROUP, ("v1", "Event")):
+            for obj in self.lab.admin.list(*kind, TEAM_NAMESPACE):
+                self.lab.admin.delete(*kind, obj["metadata"]["name"], TEAM_NAMESPACE, grace_seconds=0)
+        eventually(lambda: not self.groups() and not self.lab.admin.list("v1", "Pod", TEAM_NAMESPACE), within=30)
 
 
 @pytest.fixture
-def store() -> Store:
-    store = Store()
-    store.add_namespace("vcluster-team-nlp", {names.TENANT_LABEL: "team-nlp", names.QUEUE_NAMESPACE_LABEL: "team-nlp"})
-    store.add_namespace(
-        "vcluster-team-vision", {names.TENANT_LABEL: "team-vision", names.QUEUE_NAMESPACE_LABEL: "team-vision"}
-    )
-    store.add_namespace("default")
-    return store
+def here(world: World) -> Iterator[World]:
+    world.clear()
+    yield world
 
 
 @contextmanager
-def controller(store: Store, tmp_path: Path) -> Iterator[threading.Event]:
-    token = tmp_path / "token"
-    token.write_text(TOKEN)
-    with serving(store) as url:
-        stop = threading.Event()
-        running = Controller(Api(url, str(token)), Settings(grace_seconds=GRACE, resync_seconds=1, backoff_seconds=0.1))
-        thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
-        thread.start()
-        try:
-            yield stop
-        finally:
-            stop.set()
-            store.end_watches()
-            thread.join(timeout=5)
-            store.watches_open = True
-            assert not thread.is_alive(), "the controller did not stop"
+def controller(world: World) -> Iterator[threading.Event]:
+    stop = threading.Event()
+    running = Controller(world.api(), Settings(grace_seconds=GRACE, resync_seconds=1, backoff_seconds=0.1))
+    thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the controller did not stop"
 
 
-def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
+def eventually(check: Callable[[], bool], within: float = 15.0) -> None:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if check():
             return
-        time.sleep(0.05)
+        time.sleep(0.1)
     raise AssertionError("the API server never reached the expected state")
 
 
-def member(
-    name: str,
-    *,
-    namespace: str = "vcluster-team-nlp",
-    group: str = GROUP,
-    size: str = "4",
-    labels: Json | None = None,
-) -> Json:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"vcluster.loft.sh/managed-by": namespace.removeprefix("vcluster-"), **(labels or {})},
-            "annotations": {"pod-group-name": group, "gpu-tenancy/gang-size": size},
-        },
-        "spec": {"schedulerName": "kai-scheduler"},
-    }
+GROUP = "team-nlp.default.bert"
 
 
-def own_groups(store: Store) -> dict[tuple[str, str], Json]:
-    with store.lock:
-        return {key: group for key, group in store.pod_groups.items() if group["metadata"].get("labels")}
-
-
-def test_a_gang_gets_one_pod_group_with_its_size_queue_and_priority(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
+def test_a_gang_gets_one_pod_group_with_its_size_queue_and_priority(here: World) -> None:
+    with controller(here):
         for index in range(4):
-            store.put_pod(member(f"bert-worker-{index}", labels={"priorityClassName": "build"}))
-        eventually(lambda: len(own_groups(store)) == 1)
-        (group,) = own_groups(store).values()
+            here.pod(f"bert-worker-{index}", gang="bert", labels={"priorityClassName": "build"})
+        eventually(lambda: len(here.own_groups()) == 1)
+        (group,) = here.own_groups().values()
         assert group["metadata"]["name"] == GROUP
-        assert group["metadata"]["namespace"] == "vcluster-team-nlp"
-        assert group["spec"] == {"minMember": 4, "queue": "team-nlp", "priorityClassName": "build"}
-        eventually(lambda: len([e for e in store.events if e["reason"] == "GangFormed"]) == 4)
+        assert {k: group["spec"][k] for k in ("minMember", "queue", "priorityClassName")} == {
+            "minMember": 4,
+            "queue": "team-nlp",
+            "priorityClassName": "build",
+        }
+        eventually(lambda: len(here.events("GangFormed")) == 4)
 
 
-def test_pods_outside_tenant_namespaces_and_foreign_names_get_nothing(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
-        store.put_pod(member("stray", namespace="default", group="default.x.y"))
-        store.put_pod(member("thief", group="team-vision.default.gang"))
-        store.put_pod(member("ungrouped", group="pg-ungrouped-uid"))
-        store.put_pod(member("canary"))
-        eventually(lambda: set(own_groups(store)) == {("vcluster-team-nlp", GROUP)})
-        time.sleep(0.3)
-        assert set(own_groups(store)) == {("vcluster-team-nlp", GROUP)}
+def test_pods_outside_tenant_namespaces_and_ungrouped_pods_get_nothing(here: World) -> None:
+    stray = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"stray-{uuid.uuid4().hex[:6]}",
+            "namespace": "default",
+            "labels": {"vcluster.loft.sh/managed-by": "team-nlp"},
+            "annotations": {"pod-group-name": "default.x.y", "gpu-tenancy/gang-size": "1"},
+        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}], "schedulerName": "kai-scheduler"},
+    }
+    here.lab.admin.create(stray)
+    with controller(here):
+        here.pod("ungrouped")
+        here.pod("canary", gang="bert", size="1")
+        eventually(lambda: set(here.own_groups()) == {GROUP})
+        time.sleep(1.5)
+        assert set(here.own_groups()) == {GROUP}
+        assert not here.lab.admin.list(*POD_GROUP, "default")
+    here.lab.admin.delete("v1", "Pod", stray["metadata"]["name"], "default", grace_seconds=0)
 
 
-def test_a_pod_group_outlives_its_last_pod_by_the_grace_period_and_no_longer(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="2"))
-        store.put_pod(member("b", size="2"))
-        eventually(lambda: len(own_groups(store)) == 1)
-        store.delete_pod("vcluster-team-nlp", "a")
-        time.sleep(GRACE + 0.3)
-        assert len(own_groups(store)) == 1, "one pod still uses it"
-        store.delete_pod("vcluster-team-nlp", "b")
+def test_a_pod_group_outlives_its_last_pod_by_the_grace_period_and_no_longer(here: World) -> None:
+    with controller(here):
+        first = here.pod("a", gang="bert", size="2")
+        second = here.pod("b", gang="bert", size="2")
+        eventually(lambda: len(here.own_groups()) == 1)
+        here.delete_pod(first)
+        time.sleep(GRACE + 1)
+        assert len(here.own_groups()) == 1, "one pod still uses it"
+        here.delete_pod(second)
         deleted_at = time.monotonic()
-        assert len(own_groups(store)) == 1
-        eventually(lambda: not own_groups(store))
+        eventually(lambda: not here.own_groups())
         assert time.monotonic() - deleted_at >= GRACE - 0.1
 
 
-def test_kais_own_pod_groups_are_never_touched(store: Store, tmp_path: Path) -> None:
-    kais = {"metadata": {"name": "pg-job-uid", "namespace": "vcluster-team-nlp"}, "spec": {"minMember": 1}}
-    store.pod_groups[("vcluster-team-nlp", "pg-job-uid")] = kais
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="1"))
-        eventually(lambda: len(own_groups(store)) == 1)
-        store.delete_pod("vcluster-team-nlp", "a")
-        eventually(lambda: not own_groups(store))
-    assert ("vcluster-team-nlp", "pg-job-uid") in store.pod_groups
-    assert not [r for r in store.requests if r[0] == "DELETE" and "pg-job-uid" in r[1]]
+def _kais_pod_group(here: World, pod: Json) -> Json:
+    """The PodGroup KAI's pod-grouper makes for an ownerless pod: pg-<pod>-<uid>, owned by the pod, with the pod's
+    labels and annotations copied (defaultgrouper/default_grouper.go GetPodGroupMetadata @v0.16.8)."""
+    meta = pod["metadata"]
+    group = {
+        "apiVersion": POD_GROUP[0],
+        "kind": POD_GROUP[1],
+        "metadata": {
+            "name": f"pg-{meta['name']}-{meta['uid']}",
+            "namespace": meta["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {k: v for k, v in (meta.get("annotations") or {}).items() if k != "pod-group-name"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}],
+        },
+        "spec": {"minMember": 1, "queue": "team-nlp"},
+    }
+    return here.lab.as_user(POD_GROUPER).create(group)
 
 
-def test_a_restart_mid_way_leaks_nothing_and_misses_nothing(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="1"))
-        eventually(lambda: len(own_groups(store)) == 1)
+@pytest.mark.parametrize(
+    "labels",
+    [{}, {gangs.OWNED[0]: gangs.OWNED[1]}, {gangs.OWNED[0]: gangs.OWNED[1], gangs.GROUP_LABEL: "team-nlp"}],
+    ids=["kais-own", "labelled-as-the-controllers", "labelled-as-a-tenants-gang"],
+)
+def test_kais_own_pod_groups_are_never_deleted_whatever_labels_the_team_gave_its_pod(here: World, labels: Json) -> None:
+    """A team that labels its pods as the controller labels its PodGroups gets those labels on KAI's PodGroup; if
+    the controller deleted it, the pods would keep their GPUs and count against no queue."""
+    pod = here.pod("escape", labels=labels)
+    kais = _kais_pod_group(here, pod)
+    with controller(here):
+        here.pod("a", gang="bert", size="1")
+        eventually(lambda: GROUP in here.own_groups())
+        time.sleep(GRACE + 2.5)
+    assert kais["metadata"]["name"] in here.groups(), "KAI's PodGroup was deleted"
+
+
+def test_a_restart_mid_way_leaks_nothing_and_misses_nothing(here: World) -> None:
+    with controller(here):
+        first = here.pod("a", gang="bert", size="1")
+        eventually(lambda: len(here.own_groups()) == 1)
     # While it is down: the gang goes away, and another comes.
-    store.delete_pod("vcluster-team-nlp", "a")
-    store.put_pod(member("c", group="team-nlp.default.next", size="1"))
-    with controller(store, tmp_path):
-        eventually(lambda: set(own_groups(store)) == {("vcluster-team-nlp", "team-nlp.default.next")})
+    here.delete_pod(first)
+    here.pod("c", gang="next", size="1")
+    with controller(here):
+        eventually(lambda: set(here.own_groups()) == {"team-nlp.default.next"})
 
 
-def test_an_expired_watch_is_followed_by_a_new_list(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="1"))
-        eventually(lambda: len(own_groups(store)) == 1)
-        lists_before = store.requests.count(("GET", "/api/v1/pods"))
-        store.expire()
-        store.put_pod(member("b", group="team-nlp.default.after-expiry", size="1"))
-        eventually(lambda: len(own_groups(store)) == 2)
-        assert store.requests.count(("GET", "/api/v1/pods")) > lists_before
-
-
-def test_a_gang_whose_pods_disagree_waits_and_says_why(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="4"))
-        store.put_pod(member("b", size="3"))
-        eventually(lambda: len([e for e in store.events if e["reason"] == "GangRefused"]) >= 2)
-        assert not own_groups(store)
-        refusal = next(e for e in store.events if e["reason"] == "GangRefused")
+def test_a_gang_whose_pods_disagree_waits_and_says_why(here: World) -> None:
+    # Both exist before any PodGroup (once one does, the gang-consistency policy refuses a pod that disagrees).
+    here.pod("a", gang="bert", size="4")
+    here.pod("b", gang="bert", size="3")
+    with controller(here):
+        eventually(lambda: len(here.events("GangRefused")) >= 2)
+        assert not here.own_groups()
+        refusal = here.events("GangRefused")[0]
         assert "disagree on their gang size (3, 4)" in refusal["message"]
         assert refusal["involvedObject"]["apiVersion"] == "v1", "vCluster syncs only events that name v1"
 
 
-def test_kais_scheduling_conditions_reach_the_pods_once(store: Store, tmp_path: Path) -> None:
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="2"))
-        store.put_pod(member("b", size="2"))
-        eventually(lambda: len(own_groups(store)) == 1)
+def test_kais_scheduling_conditions_reach_the_pods_once(here: World) -> None:
+    with controller(here):
+        here.pod("a", gang="bert", size="2")
+        here.pod("b", gang="bert", size="2")
+        eventually(lambda: len(here.own_groups()) == 1)
         condition = {
             "type": "UnschedulableOnNodePool",
             "nodePool": "default",
             "transitionID": "0",
             "reasons": [{"reason": "OverLimit", "message": "queue team-nlp would exceed its GPU limit"}],
         }
-        store.set_pod_group_status("vcluster-team-nlp", GROUP, {"schedulingConditions": [condition]})
-        eventually(lambda: len([e for e in store.events if e["reason"] == "GangUnschedulable"]) == 2)
-        time.sleep(1.5)  # another resync reads the same condition
-        told = [e for e in store.events if e["reason"] == "GangUnschedulable"]
+        group = here.own_groups()[GROUP]
+        scheduler = here.lab.as_user("system:serviceaccount:kai-scheduler:kai-scheduler")
+        try:
+            scheduler.patch(group, {"status": {"schedulingConditions": [condition]}}, subresource="status")
+        except ApiError:
+            scheduler.patch(group, {"status": {"schedulingConditions": [condition]}})
+        eventually(lambda: len(here.events("GangUnschedulable")) == 2)
+        time.sleep(2)  # further resyncs read the same condition
+        told = here.events("GangUnschedulable")
         assert len(told) == 2
-        assert {e["involvedObject"]["name"] for e in told} == {"a", "b"}
+        assert {e["involvedObject"]["name"] for e in told} == {
+            "a-x-default-x-team-nlp",
+            "b-x-default-x-team-nlp",
+        }
         assert "would exceed its GPU limit" in told[0]["message"]
 
 
-def test_gangs_wait_while_kais_pod_group_api_is_not_served(store: Store, tmp_path: Path) -> None:
-    store.serves_pod_groups = False
-    with controller(store, tmp_path):
-        store.put_pod(member("a", size="1"))
-        time.sleep(0.5)
-        assert not store.pod_groups
-        store.serves_pod_groups = True
-        eventually(lambda: len(own_groups(store)) == 1)
+def test_gangs_wait_while_kais_pod_group_api_is_not_served(here: World) -> None:
+    crd = "podgroups.scheduling.run.ai"
+    here.lab.admin.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+    eventually(lambda: here.lab.admin.find("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd) is None, 60)
+    here.lab.admin.forget_discovery()
+    try:
+        with controller(here):
+            here.pod("a", gang="bert", size="1")
+            time.sleep(1.5)
+            install_kai_crds(here.lab.admin)
+            eventually(lambda: len(here.own_groups()) == 1, within=30)
+    finally:
+        install_kai_crds(here.lab.admin)
 
 
 # --- planning, directly ---------------------------------------------------------------------------
@@ -222,7 +330,14 @@ def test_the_program_and_the_platform_name_things_alike() -> None:
 
 def test_a_lws_group_takes_its_size_from_lws() -> None:
     tenants = {"vcluster-team-nlp": gangs.Tenant("team-nlp", "team-nlp")}
-    pod = member("leader", group="team-nlp.default.3f2a")
+    pod = {
+        "metadata": {
+            "name": "leader",
+            "namespace": TEAM_NAMESPACE,
+            "labels": {"vcluster.loft.sh/managed-by": "team-nlp"},
+        },
+        "spec": {"schedulerName": "kai-scheduler"},
+    }
     pod["metadata"]["annotations"] = {
         "pod-group-name": "team-nlp.default.3f2a",
         "leaderworkerset.sigs.k8s.io/size": "3",
@@ -235,8 +350,9 @@ def test_a_lws_group_takes_its_size_from_lws() -> None:
 # --- as the Deployment runs it --------------------------------------------------------------------
 
 
-def test_the_program_runs_from_its_configmap_with_the_standard_library_alone(store: Store, tmp_path: Path) -> None:
-    """The ConfigMap's files, mounted as the Deployment mounts them, run by a Python without site-packages (-S)."""
+def test_the_program_runs_from_its_configmap_with_the_standard_library_alone(here: World, tmp_path: Path) -> None:
+    """The ConfigMap's files, mounted as the Deployment mounts them, run by a Python without site-packages (-S),
+    with the account's token and the cluster's CA."""
     run = run_main(dev_settings())
     program = run.one("kubernetes:core/v1:ConfigMap", "gangs-program").inputs["data"]
     deployment = run.one("kubernetes:apps/v1:Deployment", "gangs-deployment").inputs["spec"]["template"]["spec"]
@@ -247,24 +363,22 @@ def test_the_program_runs_from_its_configmap_with_the_standard_library_alone(sto
     package.mkdir(parents=True)
     for name, text in program.items():
         (package / name).write_text(text)
-    (tmp_path / "token").write_text(TOKEN)
-    store.put_pod(member("a", size="1"))
-    with serving(store) as url:
-        env = {e["name"]: e["value"] for e in container["env"]}
-        env.update(
-            PYTHONPATH=str(package.parent),
-            GANGS_API_URL=url,
-            GANGS_TOKEN_FILE=str(tmp_path / "token"),
-            GANGS_RESYNC_SECONDS="1",
-        )
-        command = [sys.executable, "-S", *container["command"][1:]]
-        process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        try:
-            eventually(lambda: len(own_groups(store)) == 1, within=10)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            store.end_watches()
-            output, _ = process.communicate(timeout=10)
+    here.pod("a", gang="bert", size="1")
+    env = {e["name"]: e["value"] for e in container["env"]}
+    env.update(
+        PYTHONPATH=str(package.parent),
+        GANGS_API_URL=here.lab.admin.credentials.server,
+        GANGS_TOKEN_FILE=str(here.token()),
+        GANGS_CA_FILE=str(here.lab.admin.credentials.ca),
+        GANGS_RESYNC_SECONDS="1",
+    )
+    command = [sys.executable, "-S", *container["command"][1:]]
+    process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        eventually(lambda: len(here.own_groups()) == 1, within=20)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=20)
     assert process.returncode == 0, output.decode()
     assert b"created PodGroup vcluster-team-nlp/team-nlp.default.bert" in output
 

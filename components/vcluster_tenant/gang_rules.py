@@ -168,8 +168,9 @@ def podgroup_policy_spec(namespaces: dict[str, Any], *, kai_namespace: str, cont
 def consistency_policy_spec(pod_rules: dict[str, Any], synced: dict[str, str]) -> dict[str, Any]:
     """A new pod of a gang agrees with the PodGroup it joins, once that exists: same size and priority.
 
-    The policy reads the gang controller's PodGroups in the pod's namespace as its params; before
-    KAI's PodGroup API is served (KAI not installed yet), a gang's pods are refused, and retried.
+    The policy reads the gang controller's PodGroups in the pod's namespace as its params, so it is
+    created only once KAI serves them (TenantAdmissionArgs.pod_groups_served): before that its
+    configuration error would refuse every pod in every tenant namespace.
     """
     api_version, kind = POD_GROUP_API
     group = value("object", "annotations", POD_GROUP_ANNOTATION)

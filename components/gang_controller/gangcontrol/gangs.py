@@ -23,7 +23,9 @@ PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 DEFAULT_PRIORITY_CLASS = "train"
 SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
 OWNED = ("app.kubernetes.io/managed-by", "gpu-tenancy-gang-controller")
-"""On every PodGroup this program makes: it lists, and deletes, only these (never KAI's own)."""
+"""On every PodGroup this program makes: it lists by this label, but a label proves nothing (made_here)."""
+FIELD_MANAGER = "gpu-tenancy-gang-controller"
+"""The field manager of this program's creates: the API server records it in managedFields."""
 GROUP_LABEL = "gpu-tenancy/gang-of"
 """On a PodGroup: the tenant whose gang it is."""
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
@@ -146,6 +148,22 @@ class Gang:
         }
 
 
+def made_here(pod_group: Mapping[str, Any]) -> bool:
+    """Whether this program created the PodGroup, whatever labels it carries.
+
+    KAI's pod-grouper copies an ownerless pod's labels and annotations onto its pg-<pod>-<uid> PodGroup
+    (pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go CalcPodGroupLabels,
+    CalcPodGroupAnnotations @v0.16.8), so a team can give one this program's label. It cannot give one
+    what the pod-grouper always sets, an owner (the pod or its top owner: GetPodGroupMetadata), nor the
+    API server's record of who created it (managedFields, written by the server with the creating
+    request's fieldManager). This program's PodGroups have no owner and were created by FIELD_MANAGER.
+    """
+    metadata = pod_group.get("metadata") or {}
+    if metadata.get("ownerReferences"):
+        return False
+    return any(entry.get("manager") == FIELD_MANAGER for entry in metadata.get("managedFields") or [])
+
+
 def gangs_of(pods: Iterable[GangPod], tenants: Mapping[str, Tenant]) -> dict[Key, Gang]:
     gangs: dict[Key, Gang] = {}
     for pod in pods:
@@ -216,7 +234,7 @@ def plan(
     now: float,
     grace_seconds: float,
 ) -> Plan:
-    """What to do now, given every gang and every PodGroup this program made; updates `memory`."""
+    """What to do now, given every gang and every PodGroup this program made (made_here); updates `memory`."""
     result = Plan()
     for key, gang in gangs.items():
         memory.empty_since.pop(key, None)

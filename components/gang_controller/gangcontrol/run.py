@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gangs import (
+    FIELD_MANAGER,
     OWNED,
     SYNCED_POD_LABEL,
     TENANT_LABEL,
@@ -23,6 +24,7 @@ from .gangs import (
     Memory,
     gang_pod,
     gangs_of,
+    made_here,
     plan,
     tenants_of,
 )
@@ -31,6 +33,7 @@ from .kube import Api, ApiError, Expired
 PODS = "/api/v1/pods"
 NAMESPACES = "/api/v1/namespaces"
 POD_GROUPS = "/apis/scheduling.run.ai/v2alpha2/podgroups"
+POD_GROUPS_IN = "/apis/scheduling.run.ai/v2alpha2/namespaces"
 
 log = logging.getLogger("gangcontrol")
 
@@ -83,7 +86,7 @@ class Controller:
                 raise
             log.warning("KAI's PodGroup API is not served yet; gangs wait")
             return {}
-        return {_key(group): group for group in listed.get("items") or []}
+        return {_key(group): group for group in listed.get("items") or [] if made_here(group)}
 
     def apply(self, event: dict[str, Any]) -> None:
         kind, pod = event.get("type"), event.get("object") or {}
@@ -112,18 +115,21 @@ class Controller:
         namespace, name = _key(group)
         try:
             self.pod_groups[(namespace, name)] = self.api.request(
-                "POST", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups", group
+                "POST", f"{POD_GROUPS_IN}/{namespace}/podgroups", group, fieldManager=FIELD_MANAGER
             )
             log.info("created PodGroup %s/%s", namespace, name)
         except ApiError as error:
-            if error.status == 409:
-                self.pod_groups[(namespace, name)] = group
-            else:
+            if error.status != 409:
                 log.error("could not create PodGroup %s/%s: %s", namespace, name, error)
+                return
+            # Adopted only if this program made it (an earlier run, before a restart): never another's.
+            found = self.api.request("GET", f"{POD_GROUPS_IN}/{namespace}/podgroups/{name}")
+            if made_here(found):
+                self.pod_groups[(namespace, name)] = found
 
     def _delete(self, namespace: str, name: str) -> None:
         try:
-            self.api.request("DELETE", f"/apis/scheduling.run.ai/v2alpha2/namespaces/{namespace}/podgroups/{name}")
+            self.api.request("DELETE", f"{POD_GROUPS_IN}/{namespace}/podgroups/{name}")
             log.info("deleted PodGroup %s/%s, which no pod uses any more", namespace, name)
         except ApiError as error:
             if error.status != 404:
