@@ -112,7 +112,9 @@ def _divide_up_to_fair_share(amount: float, group: Sequence[_Share], k_value: fl
             if share.satisfied or share.weight == 0:
                 continue
             requested = share.remaining_request
-            fair = round_amount * weights[share.name] / weight_sum
+            # KAI's order: the weight normalised first, then the round scaled by it (pkg/scheduler/plugins/proportion/
+            # resource_division/resource_division.go divideUpToFairShare @v0.16.8); the rounding decides ties.
+            fair = round_amount * (weights[share.name] / weight_sum)
             if requested <= fair:
                 given = requested
                 remainders.pop(share.name, None)

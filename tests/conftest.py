@@ -1,14 +1,23 @@
-"""Shared fixtures: the reference stack's settings, a stand-in kubeconfig, upstream reference data."""
+"""Shared fixtures: the reference stack's settings, a stand-in kubeconfig, upstream reference data, the lab."""
 
 import json
+import os
+import uuid
 from typing import Any
 
+import hypothesis
 import jsonschema
 import pytest
 import yaml
 
 from harness import dev_settings
 from tests.charts import chart_text, crd_errors
+from tests.lab import RUN_VARIABLE, Lab, shared_lab, stop_if_ours
+
+# Every property test draws the same examples on every run, so a landing never depends on a draw; the examples
+# a draw once found are kept as explicit tests beside them.
+hypothesis.settings.register_profile("deterministic", derandomize=True, deadline=None, database=None)
+hypothesis.settings.load_profile("deterministic")
 
 FAKE_KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -46,3 +55,21 @@ def vcluster_schema_errors(values: dict[str, Any]) -> list[str]:
     schema = json.loads(chart_text(VCLUSTER_CHART, "vcluster/values.schema.json"))
     validator = jsonschema.Draft202012Validator(schema)
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(values)]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller names this session, so the worker that starts the lab can say it did (tests/lab.py)."""
+    if not hasattr(config, "workerinput"):
+        os.environ[RUN_VARIABLE] = uuid.uuid4().hex
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller stops the lab this session started, once every worker is done."""
+    if not hasattr(session.config, "workerinput"):
+        stop_if_ours(os.environ.get(RUN_VARIABLE, ""))
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    """The session's lab (tests/lab.py): a real API server, controller manager, scheduler and KWOK."""
+    return shared_lab()
