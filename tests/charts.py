@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +126,34 @@ def crd_errors(crd: Json, obj: Json) -> list[str]:
         f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
         for e in jsonschema.Draft7Validator(schema).iter_errors(obj)
     ]
+
+
+POD_TEMPLATE_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
+
+
+def pod_specs(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(kind/name, pod spec) of every pod or pod template among rendered objects."""
+    for obj in objects:
+        kind, name = obj.get("kind"), obj.get("metadata", {}).get("name")
+        if kind == "Pod":
+            yield f"Pod/{name}", obj["spec"]
+        elif kind == "StatefulSet":
+            yield f"{kind}/{name}", _with_claims(obj)
+        elif kind in POD_TEMPLATE_KINDS:
+            yield f"{kind}/{name}", obj["spec"]["template"]["spec"]
+        elif kind == "CronJob":
+            yield f"CronJob/{name}", obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def _with_claims(statefulset: dict[str, Any]) -> dict[str, Any]:
+    """A StatefulSet's pod as its controller makes it: a volume for each claim template, claiming
+    <template>-<set>-<ordinal> (kubernetes pkg/controller/statefulset/stateful_set_utils.go updateStorage)."""
+    spec = dict(statefulset["spec"]["template"]["spec"])
+    name = statefulset["metadata"]["name"]
+    claims = [
+        {"name": t["metadata"]["name"], "persistentVolumeClaim": {"claimName": f"{t['metadata']['name']}-{name}-0"}}
+        for t in statefulset["spec"].get("volumeClaimTemplates") or []
+    ]
+    known = {v["name"] for v in spec.get("volumes") or []}
+    spec["volumes"] = [*(spec.get("volumes") or []), *(c for c in claims if c["name"] not in known)]
+    return spec

@@ -1,17 +1,17 @@
-"""A team's pods on their way to the host: built, synced, and run through the stack's admission.
+"""A team's pods on their way to the host: built, synced, and decided by the lab's real API server.
 
-The policies and bindings are taken from what the real program registers. A pod the
-syncer creates goes through the pinning policy (mutate mode), then KAI's webhook
-(tests/kai_admission.py) when KAI serves, then the validating policies, as the API
-server orders them (mutating admission before validating).
+The policies and bindings are those the real program registers, installed in the lab
+(tests/lab_admission.py). A pod the syncer creates goes through the API server's own
+admission chain: the pinning policy (mutate mode), KAI's webhook (its stand-in, while KAI
+serves), the validating policies, Pod Security, in the API server's order.
 """
 
 import copy
 from typing import Any
 
 from harness import ProgramRun
-from tests.admission import Request, mutate, validate
-from tests.kai_admission import kai_mutate
+from tests.lab import shared_lab
+from tests.lab_admission import Request, decide
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 VAPB = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
@@ -57,23 +57,12 @@ def namespace(run: ProgramRun, team: str) -> Json:
 def admitted(
     run: ProgramRun, request: Request, *, kai_serves: bool = True, pod_groups: list[Json] | None = None
 ) -> tuple[Json, list[str]]:
-    """Run the request through the stack's policies (and KAI's webhook, when it serves): the object as
-    stored, and every denial. `pod_groups` are the gang controller's PodGroups in the namespace (the
-    consistency policy's params); by default none exist yet, or, without KAI, none can."""
-    params: list[Json] | None = pod_groups if pod_groups is not None else ([] if kai_serves else None)
-    found = policies(run)
-    obj = request.object
-    if request.operation == "CREATE" and request.resource == "pods":
-        for spec, binding in (v for k, v in found.items() if k.startswith("MutatingAdmissionPolicy/")):
-            obj = mutate(spec, binding, Request(**{**request.__dict__, "object": obj})) or obj
-        if kai_serves:
-            obj = kai_mutate(obj)
-    final = Request(**{**request.__dict__, "object": obj})
-    denials: list[str] = []
-    for key, (spec, binding) in found.items():
-        if key.startswith("ValidatingAdmissionPolicy/"):
-            denials += validate(spec, binding, final, params) or []
-    return obj, denials
+    """The request decided by the lab's API server with the stack's policies (and KAI's webhook, when it
+    serves): the object as stored (the request's own when refused), and the refusal, if any (the API server
+    gives only the first). `pod_groups` are the gang controller's PodGroups in the namespace (the consistency
+    policy's params); by default none exist yet, or, without KAI, the policy does not exist yet."""
+    stored, denials = decide(shared_lab(), run, request, kai_serves=kai_serves, pod_groups=pod_groups)
+    return (stored if stored is not None else request.object), denials
 
 
 def admit(

@@ -128,9 +128,9 @@ class World:
 
 
 @pytest.fixture
-def here(world: World) -> Iterator[World]:
+def here(world: World) -> World:
     world.clear()
-    yield world
+    return world
 
 
 @contextmanager
@@ -175,7 +175,7 @@ def test_a_gang_gets_one_pod_group_with_its_size_queue_and_priority(here: World)
 
 
 def test_pods_outside_tenant_namespaces_and_ungrouped_pods_get_nothing(here: World) -> None:
-    stray = {
+    stray: Json = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -330,7 +330,7 @@ def test_the_program_and_the_platform_name_things_alike() -> None:
 
 def test_a_lws_group_takes_its_size_from_lws() -> None:
     tenants = {"vcluster-team-nlp": gangs.Tenant("team-nlp", "team-nlp")}
-    pod = {
+    pod: Json = {
         "metadata": {
             "name": "leader",
             "namespace": TEAM_NAMESPACE,

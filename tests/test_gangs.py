@@ -19,9 +19,9 @@ import yaml
 from components.gang_controller import GANG_CONTROLLER_USER
 from components.gang_controller.gangcontrol import gangs
 from harness import ROOT, ProgramRun, dev_settings, run_main
-from tests.admission import Request, validate
 from tests.kai_podgrouper import gang_starts, pod_group
-from tests.tenant_pods import BINDER, POD_GROUPER, admitted, namespace, validating
+from tests.lab_admission import Request
+from tests.tenant_pods import BINDER, POD_GROUPER, VAP, admit, admitted, namespace
 from tests.vcluster_syncer import to_host
 from tests.workload_operators import pods_of
 
@@ -143,11 +143,19 @@ def test_a_gang_pod_that_disagrees_with_its_pod_group_is_refused(dev_run: Progra
     assert journey(dev_run, bert, pod_groups=created).refused == {}, "the gang's own pods still join it"
 
 
-def test_a_gang_waits_while_kais_pod_group_api_is_not_served(dev_run: ProgramRun) -> None:
+def test_a_gang_is_admitted_while_kai_installs_and_waits_for_it(dev_run: ProgramRun) -> None:
+    """Before KAI serves PodGroups there is no consistency policy yet (it waits for KAI's gate: a policy whose
+    params are not served refuses every pod it matches, tests/test_lab_kai_installing.py); the gang's pods
+    keep their group's name and wait, as no scheduler but KAI's takes them."""
     pod = to_host(pods_of(GANGS["Pod/mpi-launcher"])[0], vcluster="team-nlp")
     request = Request(object=pod, namespace=namespace(dev_run, "team-nlp"), user=syncer("team-nlp"))
-    _, denials = admitted(dev_run, request, kai_serves=False)
-    assert any("PodGroup is not served" in d for d in denials), denials
+    stored, denials = admitted(dev_run, request, kai_serves=False)
+    assert denials == []
+    assert stored["metadata"]["annotations"]["pod-group-name"].startswith("team-nlp.default.")
+    assert stored["spec"]["schedulerName"] == "kai-scheduler"
+    (consistency,) = [r for r in dev_run.of_type(VAP) if r.inputs["metadata"]["name"] == "gpu-tenancy-gang-consistency"]
+    (kai_gate,) = [r for r in dev_run.of_type("kubernetes:batch/v1:Job") if r.name == "kai-gate"]
+    assert consistency.depends_on(kai_gate)
 
 
 # --- naming: no team chooses a gang, or joins another's -------------------------------------------------
@@ -211,7 +219,7 @@ def _podgroup_denials(run: ProgramRun, group: Json, user: str, old: Json | None 
         namespace=namespace(run, "team-nlp"),
         user=user,
     )
-    return [denial for spec, binding in validating(run) for denial in validate(spec, binding, request) or []]
+    return admit(run, request)
 
 
 @pytest.mark.parametrize(

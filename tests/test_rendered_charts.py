@@ -24,13 +24,14 @@ from config.quantities import quantity
 from config.upstream import VCLUSTER_CONTROL_PLANE_RESOURCES
 from harness import ROOT, ProgramRun
 from harness.tools import CHART_SOURCES
-from tests.admission import Request, validate
-from tests.charts import crd_errors, render_text
+from tests.charts import crd_errors, pod_specs, render_text
 from tests.conftest import GPU_OPERATOR_CHART, KAI_CHART, KUBE_PROMETHEUS_CHART, VCLUSTER_CHART
-from tests.pod_security import pod_specs, violations
+from tests.lab import Lab
+from tests.lab_admission import Request
+from tests.lab_pod_security import pod_security_violations
 from tests.stacks import BOOTSTRAPPED, RELEASE, STACKS, Release, release_id, releases, stack
+from tests.tenant_pods import admit
 from tests.tenant_pods import namespace as tenant_namespace
-from tests.tenant_pods import validating
 
 Json = dict[str, Any]
 NAMESPACE = "kubernetes:core/v1:Namespace"
@@ -163,14 +164,14 @@ def _enforced(run: ProgramRun) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("release", [r for r in ALL if not r.addon], ids=release_id)
-def test_every_rendered_pod_passes_its_namespaces_pod_security_level(release: Release) -> None:
+def test_every_rendered_pod_passes_its_namespaces_pod_security_level(lab: Lab, release: Release) -> None:
     level = _enforced(stack(release.stack)).get(release.namespace, "privileged")
     for where, spec in pod_specs(release.render()):
-        assert violations(spec, level) == [], f"{where} in {release.namespace} ({level})"
+        assert pod_security_violations(lab, spec, level) == [], f"{where} in {release.namespace} ({level})"
 
 
 @pytest.mark.parametrize("name", STACKS)
-def test_the_programs_own_pods_pass_their_namespaces_pod_security_level(name: str) -> None:
+def test_the_programs_own_pods_pass_their_namespaces_pod_security_level(lab: Lab, name: str) -> None:
     run = stack(name)
     levels = _enforced(run)
     objects = [
@@ -181,7 +182,7 @@ def test_the_programs_own_pods_pass_their_namespaces_pod_security_level(name: st
     for obj in objects:
         level = levels.get(obj["metadata"]["namespace"], "privileged")
         for where, spec in pod_specs([obj]):
-            assert violations(spec, level) == [], where
+            assert pod_security_violations(lab, spec, level) == [], where
 
 
 @pytest.mark.parametrize("release", [r for r in ALL if r.chart.startswith("vcluster-")], ids=release_id)
@@ -203,8 +204,7 @@ def test_a_tenants_control_plane_passes_the_tenant_policies(release: Release) ->
             },
             user="system:serviceaccount:kube-system:statefulset-controller",
         )
-        denials = [d for policy, binding in validating(run) for d in validate(policy, binding, request) or []]
-        assert denials == [], where
+        assert admit(run, request) == [], where
 
 
 # --- quota ------------------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_grafana_loads_only_the_platforms_namespace_and_only_by_labels_tenants_m
         assert env.get("NAMESPACE", release.namespace) == release.namespace, container["name"]
         labelled = {"metadata": {"name": "x", "labels": {env["LABEL"]: "1"}}, "data": {}}
         request = Request(object=labelled, namespace=tenant_namespace(run, "team-nlp"), resource="configmaps")
-        assert [d for policy, binding in validating(run) for d in validate(policy, binding, request) or []], env
+        assert admit(run, request), env
 
 
 def test_the_docs_list_every_host_port_a_rendered_pod_opens() -> None:

@@ -9,6 +9,7 @@ import http.client
 import json
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,19 @@ class Kube:
             headers["Impersonate-User"] = self.as_user
         return headers
 
-    def request(
+    def request(self, method: str, path: str, body: Any = None, **options: Any) -> Json:
+        """The decoded answer; an error Status raises ApiError. A 429 (the API server's own back-pressure, or a
+        resource whose storage is starting) is retried, as client-go retries it."""
+        for _ in range(40):
+            try:
+                return self._request(method, path, body, **options)
+            except ApiError as error:
+                if error.code != 429:
+                    raise
+                time.sleep(0.5)
+        return self._request(method, path, body, **options)
+
+    def _request(
         self,
         method: str,
         path: str,
@@ -99,7 +112,6 @@ class Kube:
         content_type: str = "application/json",
         timeout: float = 60,
     ) -> Json:
-        """The decoded answer; an error Status raises ApiError."""
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
         payload = None if body is None else (body if isinstance(body, bytes) else json.dumps(integral(body)).encode())
         connection = getattr(self._local, "connection", None)
