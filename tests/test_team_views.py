@@ -2,9 +2,10 @@
 
 The rendered objects of the dev stack are taken as they are: the proxy's flags from its
 Deployment, each team's data source (header name from the ConfigMap, header value from the
-Secret) and its dashboard's queries. Those go through a prom-label-proxy stand-in (modelled on
-v0.14.0, tests/prom_label_proxy.py) to a real Prometheus on 127.0.0.1 holding three teams'
-series and the stack's recording rules; the reconciler runs against a Grafana stand-in.
+Secret) and its dashboard's queries. Those go through the real prom-label-proxy v0.14.0 (the
+lab's build, with the Deployment's flags: tests/label_proxy.py) to a real Prometheus on 127.0.0.1
+holding three teams' series and the stack's recording rules; the reconciler runs against a
+Grafana stand-in.
 """
 
 import json
@@ -35,7 +36,7 @@ from components.observability.team_rules import podgroup_state_metrics
 from config.upstream import GRAFANA_ORG_HEADER, POD_GROUP_ANNOTATION
 from harness import ProgramRun, dev_settings, run_main
 from tests.grafana_double import GrafanaWorld, grafana_double
-from tests.prom_label_proxy import ProxyFlags, prom_label_proxy
+from tests.label_proxy import prom_label_proxy
 from tests.real_prometheus import Series, real_prometheus
 from tests.stacks import releases
 
@@ -152,9 +153,9 @@ def views(run: ProgramRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     rules = root / "rules.yml"
     rules.write_text(json.dumps({"groups": [{**group, "interval": "1s"} for group in groups]}))
     with real_prometheus(root, _team_series(namespaces, now), now - 6 * HOUR, now, rule_files=[rules]) as url:
-        flags = ProxyFlags.from_args(args, upstream=url)
-        assert (flags.label, flags.header_name) == (ENFORCED_LABEL, TENANT_HEADER)
-        with prom_label_proxy(flags) as proxy:
+        assert f"-label={ENFORCED_LABEL}" in args
+        assert f"-header-name={TENANT_HEADER}" in args
+        with prom_label_proxy(args, upstream=url) as proxy:
             views = _Views(proxy, state, secrets)
             _wait_for_rules(views, next(iter(namespaces)))
             yield views, namespaces
@@ -299,7 +300,7 @@ def test_the_reconciler_says_what_an_existing_prometheus_lacks(run: ProgramRun, 
     series = _team_series(namespaces, now)
     with (
         real_prometheus(tmp_path / "prometheus", series, now - HOUR, now) as url,
-        prom_label_proxy(ProxyFlags.from_args(args, upstream=url)) as proxy,
+        prom_label_proxy(args, upstream=url) as proxy,
     ):
         teams, checks = _teams_at(proxy, run, tmp_path)
         problems = [problem for team in teams for problem in missing_series(team, checks)]
