@@ -26,6 +26,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -200,6 +201,7 @@ class Applier:
             self.children.setdefault(registration.parent, []).append(registration.urn)
         self.done: set[str] = set()
         self.failed: dict[str, str] = {}
+        self.lock = threading.Lock()
         self.outcome = Outcome([], [], [])
 
     def _expanded(self, urns: set[str]) -> set[str]:
@@ -341,6 +343,26 @@ class Applier:
         return "".join(tails)
 
     def _release(self, registration: Registration) -> None:
+        """`helm upgrade --install`, unless the release's inputs are those the last apply installed: the engine
+        runs no update for a resource whose inputs did not change (pulumi-kubernetes' Release Diff), and an
+        upgrade would roll pods whose chart renders something random (Grafana's generated password)."""
+        inputs = registration.inputs
+        name, namespace = inputs["name"], inputs["namespace"]
+        digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+        installed = self.state / "apply" / "releases.json"
+        known: dict[str, str] = json.loads(installed.read_text()) if installed.is_file() else {}
+        if known.get(registration.urn) == digest:
+            print(f"unchanged Release {namespace}/{name}", flush=True)
+            return
+        self._install(registration)
+        if registration.urn not in self.failed:
+            with self.lock:
+                known = json.loads(installed.read_text()) if installed.is_file() else {}
+                known[registration.urn] = digest
+                installed.parent.mkdir(parents=True, exist_ok=True)
+                installed.write_text(json.dumps(known, indent=1, sort_keys=True))
+
+    def _install(self, registration: Registration) -> None:
         inputs = registration.inputs
         name, namespace = inputs["name"], inputs["namespace"]
         chart_name = str(inputs["chart"]).rstrip("/").rsplit("/", 1)[-1]
@@ -383,6 +405,7 @@ class Applier:
         if inputs.get("skipCrds"):
             command.append("--skip-crds")
         print(f"installing {description} ({chart.name}) with Helm", flush=True)
+        began = time.monotonic()
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         Path(values.name).unlink()
         self.admin.forget_discovery()
@@ -392,7 +415,7 @@ class Applier:
             self.outcome.refused.append(line)
             self.failed[registration.urn] = result.stderr
             return
-        print(f"installed {description}", flush=True)
+        print(f"installed {description} in {time.monotonic() - began:.0f} s", flush=True)
 
 
 def _seconds(duration: str | None) -> int | None:

@@ -576,7 +576,9 @@ class PodRunner(threading.Thread):
         try:
             self._live()
         except Exception as error:  # the pod fails, the kubelet goes on
-            _log(f"pod {self.pod_namespace}/{self.pod_name} failed in the lab's kubelet: {error}\n{traceback.format_exc()}")
+            _log(
+                f"pod {self.pod_namespace}/{self.pod_name} failed in the lab's kubelet: {error}\n{traceback.format_exc()}"
+            )
             self.report("Failed", f"the lab's kubelet could not run this pod: {error}")
         finally:
             if not self.deleting.is_set():

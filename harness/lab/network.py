@@ -81,11 +81,15 @@ class LabNetwork:
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.gateway}/16", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
+        # A faked pod's address answers at once that nothing is there, as a cluster's dead pod does (a webhook
+        # on a faked pod fails by its failurePolicy now, not after its timeout of up to 30 s on every request).
+        _ip("route", "add", "unreachable", self.fake_pod_cidr)
 
     def remove(self) -> None:
         for name in _ip("netns", "list").stdout.split("\n"):
             if name.split(" ")[0].startswith(f"{self.bridge}-"):
                 _ip("netns", "del", name.split(" ")[0], check=False)
+        _ip("route", "del", "unreachable", self.fake_pod_cidr, check=False)
         _ip("link", "del", self.bridge, check=False)
 
     def exists(self) -> bool:

@@ -100,7 +100,7 @@ def stages_yaml() -> str:
             startedAt: {{ Now | Quote }}
       {{ end }}
       phase: %s"""
-    code = f'{{{{ index .metadata.annotations "{EXIT_CODE}" }}}}'
+    code = f'{{{{ index $.metadata.annotations "{EXIT_CODE}" }}}}'
     documents = [
         f"""apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
