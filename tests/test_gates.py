@@ -1,11 +1,18 @@
-"""Readiness gates, run against a kubectl and kubelet double: what they prove, and that they run at all.
+"""Readiness gates, each Job as the program registers it, run in the lab: what they prove, and that they run at all.
 
-Each gate is taken from what the real program registers (Job spec and files), so
-the test exercises exactly the pod a cluster would run.
+The gate's account, RBAC, files and Job go to a lab of this module's own (tests/lab_gates.py);
+the real Job controller runs its pods, the lab's kubelet their steps with the real kubectl.
+Each test builds the world the gate looks at: KAI's Config and operand Deployments, GPU nodes
+and the operator's DaemonSets, the Secret a vCluster writes, a webhook that refuses.
 """
 
-import copy
+import base64
 import dataclasses
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pulumi
@@ -17,14 +24,21 @@ from components.shared.gate import Gate, GateArgs, Grant
 from components.shared.gate_pod import GateStep
 from config.upstream import GPU_OPERATOR_DAEMONSETS, IMAGE_PROGRAMS, KUBECTL_IMAGE
 from harness import FAKE_HOST_KEY, ProgramRun, Registration, dev_settings, run_main, run_pulumi
+from harness.lab import pki as lab_pki
+from harness.lab.cluster import wait_for
+from harness.lab.processes import free_port
+from harness.lab.stages import FAKE_NODE_ANNOTATION
 from tests.conftest import FAKE_KUBECONFIG, queue_schema_errors
-from tests.kubectl_double import Cluster, Outcome, run_job
+from tests.lab import Lab, ensure_namespace, private_lab
+from tests.lab_gates import run_gate
+from tests.stacks import releases
 
 JOB = "kubernetes:batch/v1:Job"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 QUEUE = "kubernetes:scheduling.run.ai/v2:Queue"
 OPERATOR_NAMESPACE = "gpu-operator-resources"
 POD_KINDS = ("batch/v1:Job", "core/v1:Pod", "apps/v1:Deployment", "apps/v1:DaemonSet", "apps/v1:StatefulSet")
+Json = dict[str, Any]
 
 
 def _run(**changes: Any) -> ProgramRun:
@@ -38,20 +52,25 @@ def dev_run() -> ProgramRun:
     return _run()
 
 
+@pytest.fixture(scope="module")
+def gates() -> Iterator[Lab]:
+    """A lab of this module's own, its own GPU nodes unlabelled: each test brings the GPU nodes it needs."""
+    with private_lab("gates") as lab:
+        for node in lab.admin.list("v1", "Node", selector="nvidia.com/gpu.present=true"):
+            unlabelled = {"apiVersion": "v1", "kind": "Node", "metadata": node["metadata"]}
+            lab.admin.patch(unlabelled, {"metadata": {"labels": {"nvidia.com/gpu.present": None}}})
+        yield lab
+
+
 def _gate(run: ProgramRun, name: str) -> tuple[dict[str, Any], dict[str, str]]:
     job = run.one(JOB, name)
     files = [r for r in run.of_type(CONFIG_MAP) if r.name == name]
     return job.inputs["spec"], (files[0].inputs["data"] if files else {})
 
 
-def _run_gate(run: ProgramRun, name: str, cluster: Cluster) -> Outcome:
-    spec, files = _gate(run, name)
-    return run_job(spec, cluster, files)
-
-
 # --- KAI ------------------------------------------------------------------------------------------
 
-KAI_CONFIG = "configs.kai.scheduler/kai-config"
+KAI_NAMESPACE = "kai-scheduler"
 KAI_OPERANDS = (
     "binder",
     "admission",
@@ -62,88 +81,249 @@ KAI_OPERANDS = (
 )
 
 
-def _kai_deployments(*rolling: str) -> dict[str, tuple[dict[str, str], bool]]:
-    """KAI's operand Deployments (pkg/operator/operands @v0.16.8), and its operator's, which carries no
-    managed-by label; `rolling` are still rolling out."""
-    operands = {
-        f"kai-scheduler/{name}": ({"app": name, "app.kubernetes.io/managed-by": "kai-operator"}, name not in rolling)
-        for name in KAI_OPERANDS
-    }
-    return {**operands, "kai-scheduler/kai-operator": ({"app": "kai-operator"}, False)}
+class _Kai:
+    """What KAI's operator leaves (pkg/operator/operands @v0.16.8): kai-config Ready, its operands' Deployments
+    (the scheduler's, kai-scheduler-default, from the shard); `rolling` never finish rolling out."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+
+    def build(
+        self, *, ready: bool = True, operands: tuple[str, ...] = KAI_OPERANDS, rolling: tuple[str, ...] = ()
+    ) -> None:
+        admin = self.lab.admin
+        ensure_namespace(self.lab, KAI_NAMESPACE)
+        for deployment in admin.list("apps/v1", "Deployment", KAI_NAMESPACE):
+            admin.delete("apps/v1", "Deployment", deployment["metadata"]["name"], KAI_NAMESPACE)
+        config = {"apiVersion": "kai.scheduler/v1", "kind": "Config", "metadata": {"name": "kai-config"}}
+        admin.apply(config)
+        condition = {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "lab",
+            "message": "",
+            "lastTransitionTime": "2026-12-01T00:00:00Z",
+        }
+        admin.patch(config, {"status": {"conditions": [condition]}}, subresource="status")
+        for name in operands:
+            labels = {"app": name, "app.kubernetes.io/managed-by": "kai-operator"}
+            pod: Json = {"containers": [{"name": name, "image": f"ghcr.io/kai-scheduler/kai-scheduler/{name}:v0.16.8"}]}
+            if name in rolling:
+                pod["nodeSelector"] = {"lab.gpu-tenancy.dev/nowhere": "true"}
+            admin.apply(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": KAI_NAMESPACE, "labels": labels},
+                    "spec": {
+                        "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": labels}, "spec": pod},
+                    },
+                }
+            )
 
 
-@pytest.mark.parametrize("refusals", [0, 3])
-def test_kai_gate_waits_for_the_operator_then_retries_until_the_webhook_admits(
-    dev_run: ProgramRun, refusals: int
-) -> None:
-    cluster = Cluster(
-        objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=refusals, deployments=_kai_deployments()
+@pytest.fixture
+def kai(gates: Lab) -> _Kai:
+    return _Kai(gates)
+
+
+class _Refuser(BaseHTTPRequestHandler):
+    """KAI's Queue webhook before it serves: refuses the first `refusals` dry runs, then admits."""
+
+    refusals = 0
+    seen = 0
+
+    def do_POST(self) -> None:
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen += 1
+        allowed = type(self).seen > type(self).refusals
+        response = {"uid": review["request"]["uid"], "allowed": allowed}
+        if not allowed:
+            response["status"] = {"code": 503, "message": "KAI's webhook is not serving yet"}
+        body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def queue_webhook(gates: Lab) -> Iterator[type[_Refuser]]:
+    """A Queue webhook served from this test, at the lab's bridge address, as KAI's binder serves its own."""
+    handler = type("Refuser", (_Refuser,), {"refusals": 0, "seen": 0})
+    authority = lab_pki.Authority.create()
+    certificate, key = authority.issue(lab_pki._name("queues.lab-gates.svc"), server_names=("queues.lab-gates.svc",))
+    folder = gates.state / "queue-webhook"
+    folder.mkdir(exist_ok=True)
+    (folder / "tls.crt").write_bytes(certificate)
+    (folder / "tls.key").write_bytes(key)
+    port = free_port()
+    server = ThreadingHTTPServer((gates.gateway, port), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    admin = gates.admin
+    ensure_namespace(gates, "lab-gates")
+    admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "queues", "namespace": "lab-gates"},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]},
+        }
     )
-    outcome = _run_gate(dev_run, "kai-gate", cluster)
-    assert outcome.passed
-    assert outcome.retries == refusals
-    verbs = [call[:2] for call in cluster.calls]
-    # Each pod runs every step from the first; only the probe is refused.
-    one_pod = [
-        ["wait", "--for=create"],
-        ["wait", "--for=condition=Ready"],
-        ["wait", "--for=create"],
-        ["rollout", "status"],
-        ["create", "--dry-run=server"],
+    admin.apply(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": "queues",
+                "namespace": "lab-gates",
+                "labels": {"kubernetes.io/service-name": "queues"},
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [gates.gateway]}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }
+    )
+    webhook = {
+        "name": "queues.lab-gates.gpu-tenancy.dev",
+        "clientConfig": {
+            "service": {"name": "queues", "namespace": "lab-gates", "port": 443},
+            "caBundle": base64.b64encode(authority.certificate_pem).decode(),
+        },
+        "rules": [
+            {
+                "apiGroups": ["scheduling.run.ai"],
+                "apiVersions": ["*"],
+                "operations": ["CREATE"],
+                "resources": ["queues"],
+            }
+        ],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+    }
+    configuration = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "lab-gates-queues"},
+        "webhooks": [webhook],
+    }
+    admin.apply(configuration)
+    try:
+        yield handler
+    finally:
+        admin.delete("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "lab-gates-queues")
+        server.shutdown()
+
+
+@pytest.mark.parametrize("refusals", [0, 1])
+def test_kai_gate_waits_for_the_operator_then_retries_until_the_webhook_admits(
+    gates: Lab, dev_run: ProgramRun, kai: _Kai, queue_webhook: type[_Refuser], refusals: int
+) -> None:
+    kai.build()
+    queue_webhook.refusals = refusals
+    outcome = run_gate(gates, dev_run, "kai-gate", backoff_limit=None)
+    assert outcome.passed, outcome
+    assert len(outcome.failed_pods) == refusals
+    for failed in outcome.failed_pods:
+        (probe,) = [step for step in failed.steps if step.name == "queue-admitted"]
+        assert probe.exit_code == 1
+        assert "KAI's webhook is not serving yet" in probe.log
+    # Each pod runs every step from the first, in order.
+    last = outcome.pods[-1]
+    assert [step.name for step in last.steps] == [
+        "config-created",
+        "config-ready",
+        "scheduler-created",
+        "operands-rolled-out",
+        "queue-admitted",
     ]
-    assert verbs[: len(one_pod)] == one_pod
-    assert verbs.count(["create", "--dry-run=server"]) == refusals + 1
+    assert all(step.exit_code == 0 for step in last.steps)
 
 
-def test_after_an_upgrade_the_kai_gate_waits_until_every_operand_has_rolled_out(dev_run: ProgramRun) -> None:
+def test_after_an_upgrade_the_kai_gate_waits_until_every_operand_has_rolled_out(
+    gates: Lab, dev_run: ProgramRun, kai: _Kai, queue_webhook: type[_Refuser]
+) -> None:
     """Config Ready can hold while the scheduler's Deployment (not the Config's operand) still rolls out."""
-    rolling = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments("kai-scheduler-default"))
-    assert not _run_gate(dev_run, "kai-gate", rolling).passed
-    assert not any("--dry-run=server" in call for call in rolling.calls), "no probe before the rollout"
-    done = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments())
-    assert _run_gate(dev_run, "kai-gate", done).passed
+    kai.build(rolling=("kai-scheduler-default",))
+    rolling = run_gate(gates, dev_run, "kai-gate")
+    assert not rolling.passed
+    assert not rolling.ran("queue-admitted"), "no probe before the rollout"
+    kai.build()
+    assert run_gate(gates, dev_run, "kai-gate").passed
 
 
-def test_kai_gate_waits_for_the_scheduler_the_platforms_shard_makes(dev_run: ProgramRun) -> None:
+def test_kai_gate_waits_for_the_scheduler_the_platforms_shard_makes(
+    gates: Lab, dev_run: ProgramRun, kai: _Kai, queue_webhook: type[_Refuser]
+) -> None:
     """Until the operator has made the default shard's scheduler, no rollout status can vouch for it."""
-    operands = {k: v for k, v in _kai_deployments().items() if not k.endswith("/kai-scheduler-default")}
-    before = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=operands)
-    assert not _run_gate(dev_run, "kai-gate", before).passed
-    assert not any("rollout" in call for call in before.calls), "no rollout status before the scheduler exists"
-    after = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, deployments=_kai_deployments())
-    assert _run_gate(dev_run, "kai-gate", after).passed
+    kai.build(operands=tuple(o for o in KAI_OPERANDS if o != "kai-scheduler-default"))
+    before = run_gate(gates, dev_run, "kai-gate")
+    assert not before.passed
+    assert not before.ran("operands-rolled-out"), "no rollout status before the scheduler exists"
+    kai.build()
+    assert run_gate(gates, dev_run, "kai-gate").passed
 
 
-def test_kai_gate_never_probes_when_kai_never_reports_ready(dev_run: ProgramRun) -> None:
-    cluster = Cluster(objects={KAI_CONFIG})
-    assert not _run_gate(dev_run, "kai-gate", cluster).passed
-    assert not any("--dry-run=server" in call for call in cluster.calls)
-
-
-def test_kai_gate_gives_up_when_the_webhook_never_answers(dev_run: ProgramRun) -> None:
-    cluster = Cluster(objects={KAI_CONFIG}, ready={KAI_CONFIG}, webhook_refusals=10**6)
-    outcome = _run_gate(dev_run, "kai-gate", cluster)
+def test_kai_gate_never_probes_when_kai_never_reports_ready(
+    gates: Lab, dev_run: ProgramRun, kai: _Kai, queue_webhook: type[_Refuser]
+) -> None:
+    kai.build(ready=False)
+    outcome = run_gate(gates, dev_run, "kai-gate")
     assert not outcome.passed
-    assert outcome.retries == dev_run.one(JOB, "kai-gate").inputs["spec"]["backoffLimit"] + 1
+    assert not outcome.ran("queue-admitted")
+    assert queue_webhook.seen == 0
+
+
+def test_kai_gate_gives_up_when_the_webhook_never_answers(
+    gates: Lab, dev_run: ProgramRun, kai: _Kai, queue_webhook: type[_Refuser]
+) -> None:
+    kai.build()
+    queue_webhook.refusals = 10**6
+    outcome = run_gate(gates, dev_run, "kai-gate", backoff_limit=1)
+    assert not outcome.passed
+    assert len(outcome.failed_pods) == 2, "backoffLimit + 1 pods, each refused"
+
+
+def _empty(lab: Lab) -> None:
+    """Nothing any gate waits for: no KAI, no GPU node, no operator, no tenant Secret."""
+    for name in ("kai-config",):
+        lab.admin.delete("kai.scheduler/v1", "Config", name)
+    _nodes(lab, {})
+    lab.admin.delete("v1", "Secret", "vc-team-nlp", "vcluster-team-nlp")
 
 
 @pytest.mark.parametrize("gate", ["kai-gate", "host-gpu-gate", "team-nlp-ready"])
-def test_a_failed_gate_keeps_every_failed_pod_and_what_its_step_said(dev_run: ProgramRun, gate: str) -> None:
+def test_a_failed_gate_keeps_every_failed_pod_and_what_its_step_said(
+    gates: Lab, dev_run: ProgramRun, gate: str
+) -> None:
     """`kubectl logs job/<gate>` must have something to show at 3 a.m."""
     spec = dev_run.one(JOB, gate).inputs["spec"]
     assert spec["template"]["spec"]["restartPolicy"] == "Never"
-    outcome = run_job(spec, Cluster(), _gate(dev_run, gate)[1])
+    _empty(gates)
+    _tenant_account(gates)
+    outcome = run_gate(gates, dev_run, gate, backoff_limit=1)
     assert not outcome.passed
-    assert len(outcome.failed_pods) == spec["backoffLimit"] + 1
-    assert all(outcome.failed_pods)
+    assert len(outcome.failed_pods) == 2
+    for pod in outcome.failed_pods:
+        (failing,) = [step for step in pod.steps if step.exit_code not in (None, 0)]
+        assert "error" in failing.log.lower(), failing
 
 
-def test_with_on_failure_a_failed_gate_would_leave_nothing_to_read(dev_run: ProgramRun) -> None:
+def test_with_on_failure_a_failed_gate_would_leave_nothing_to_read(gates: Lab, dev_run: ProgramRun) -> None:
     """Why Never: the Job controller deletes its active pods when it fails, the restarting one included."""
-    spec = copy.deepcopy(dev_run.one(JOB, "kai-gate").inputs["spec"])
-    spec["template"]["spec"]["restartPolicy"] = "OnFailure"
-    outcome = run_job(spec, Cluster(), _gate(dev_run, "kai-gate")[1])
-    assert (outcome.passed, outcome.failed_pods) == (False, [])
+    _empty(gates)
+    outcome = run_gate(gates, dev_run, "kai-gate", backoff_limit=1, restart_policy="OnFailure")
+    assert not outcome.passed
+    assert wait_for(lambda: not gates.admin.list("v1", "Pod", KAI_NAMESPACE, selector="job-name=kai-gate"), 60)
 
 
 def test_kai_gate_probe_is_a_valid_root_queue(dev_run: ProgramRun) -> None:
@@ -173,42 +353,118 @@ def test_the_kai_gate_runs_again_exactly_when_the_release_changes(dev_run: Progr
 # --- GPU ------------------------------------------------------------------------------------------
 
 
-def _gpu_cluster(
-    *nodes: str, allocatable: bool = True, available: int | None = None, dead: tuple[str, ...] = ()
-) -> Cluster:
-    """GPU nodes as the operator leaves them: labelled, advertising GPUs, its DaemonSets' pods on each, Ready on
-    the first `available` nodes (all by default). A `dead` node keeps its labels, allocatable GPUs and pods (the
-    API server still holds what it last reported), but it and its pods are not Ready."""
-    count = len(nodes)
-    ready = count if available is None else available
-    alive = [node for node in nodes if node not in dead]
-    return Cluster(
-        objects={f"daemonset/{OPERATOR_NAMESPACE}/{name}" for name in GPU_OPERATOR_DAEMONSETS},
-        nodes={
-            node: {
-                "labels": {"nvidia.com/gpu.present": "true"},
-                "allocatable": {"nvidia.com/gpu": "1"} if allocatable or index else {},
-                "ready": node not in dead,
+def _nodes(lab: Lab, nodes: dict[str, Json]) -> None:
+    """GPU nodes as the operator leaves them, by name: {name: {"allocatable": bool, "dead": bool}}; any other
+    node the test made before goes. A live node is KWOK's (Ready); a dead one keeps its labels and allocatable GPUs
+    (the API server still holds what it last reported) but is not Ready, and no kubelet runs its pods."""
+    admin = lab.admin
+    for node in admin.list("v1", "Node", selector="lab.gpu-tenancy.dev/test-node=true"):
+        admin.delete("v1", "Node", node["metadata"]["name"])
+    for node in admin.list("v1", "Node", selector="lab.gpu-tenancy.dev/test-node=true"):
+        assert wait_for(lambda node=node: admin.find("v1", "Node", node["metadata"]["name"]) is None, 30)
+    for name, shape in nodes.items():
+        annotations = {} if shape.get("dead") else {FAKE_NODE_ANNOTATION: "fake"}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "nvidia.com/gpu.present": "true",
+                    "lab.gpu-tenancy.dev/test-node": "true",
+                    "kubernetes.io/hostname": name,
+                },
+                "annotations": annotations,
+            },
+        }
+        gpus = {"nvidia.com/gpu": "1"} if shape.get("allocatable", True) else {}
+        capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", **gpus}
+        status: Json = {"capacity": capacity, "allocatable": capacity}
+        admin.create({**node, "status": status})
+        if shape.get("dead"):
+            status["conditions"] = [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "NodeStatusUnknown",
+                    "message": "the machine died",
+                    "lastHeartbeatTime": "2026-12-01T00:00:00Z",
+                    "lastTransitionTime": "2026-12-01T00:00:00Z",
+                }
+            ]
+        admin.patch(node, {"status": status}, subresource="status")
+    for name, shape in nodes.items():
+        if not shape.get("dead"):
+            assert wait_for(lambda name=name: _node_ready(lab, name), 60), name
+
+
+def _node_ready(lab: Lab, name: str) -> bool:
+    node = lab.admin.get("v1", "Node", name)
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or [])
+
+
+def _operator(lab: Lab, *, available: bool = True) -> None:
+    """The operator's DaemonSets on every GPU node (assets/state-*/0500_daemonset.yaml @v26.3.3 names them); with
+    `available=False` their pods never turn Ready (a container that exits, restarted for ever)."""
+    ensure_namespace(lab, OPERATOR_NAMESPACE)
+    # A DaemonSet of the last test's goes first, with its pods: a rolling update would leave old pods behind.
+    for name in GPU_OPERATOR_DAEMONSETS:
+        lab.admin.delete("apps/v1", "DaemonSet", name, OPERATOR_NAMESPACE)
+        for pod in lab.admin.list("v1", "Pod", OPERATOR_NAMESPACE, selector=f"app={name}"):
+            lab.admin.delete("v1", "Pod", pod["metadata"]["name"], OPERATOR_NAMESPACE, grace_seconds=0)
+    assert wait_for(lambda: not lab.admin.list("v1", "Pod", OPERATOR_NAMESPACE), 60, 0.2)
+    for name in GPU_OPERATOR_DAEMONSETS:
+        container: Json = {"name": name, "image": f"nvcr.io/nvidia/{name}:v26.3.3"}
+        if not available:
+            # Runs (the lab runs kubectl's image) and never turns Ready: nothing answers its readiness probe.
+            container = {
+                "name": name,
+                "image": f"{KUBECTL_IMAGE}:v1.36.0",
+                "command": ["/bin/kubectl"],
+                "args": ["wait", "--for=delete", "namespace/kube-system", "--timeout=3600s"],
+                "readinessProbe": {"tcpSocket": {"port": 1}, "periodSeconds": 1},
             }
-            for index, node in enumerate(nodes)
-        },
-        daemonsets={
-            f"{OPERATOR_NAMESPACE}/{name}": (count, min(ready, len(alive))) for name in GPU_OPERATOR_DAEMONSETS
-        },
-        pods=[
+        lab.admin.apply(
             {
-                "namespace": OPERATOR_NAMESPACE,
-                "labels": {"app": name},
-                "node": node,
-                "ready": index < ready and node not in dead,
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "metadata": {"name": name, "namespace": OPERATOR_NAMESPACE},
+                "spec": {
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {"nodeSelector": {"nvidia.com/gpu.present": "true"}, "containers": [container]},
+                    },
+                },
             }
-            for index, node in enumerate(nodes)
-            for name in GPU_OPERATOR_DAEMONSETS
-        ],
+        )
+
+
+def _gpu_world(
+    lab: Lab, *names: str, allocatable: bool = True, available: bool = True, dead: tuple[str, ...] = ()
+) -> None:
+    shapes = {name: {"allocatable": allocatable or index > 0, "dead": name in dead} for index, name in enumerate(names)}
+    _nodes(lab, shapes)
+    _operator(lab, available=available)
+    live = len([name for name in names if name not in dead])
+    # The world settles before the gate looks (its waits are shortened to seconds).
+    for name in GPU_OPERATOR_DAEMONSETS:
+        if available and live:
+            assert wait_for(lambda name=name: _ready(lab, name) == live, 60), name
+
+
+def _ready(lab: Lab, name: str) -> int:
+    pods = lab.admin.list("v1", "Pod", OPERATOR_NAMESPACE, selector=f"app={name}")
+    return len(
+        [
+            p
+            for p in pods
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])
+        ]
     )
 
 
-def test_the_gpu_gate_asks_for_no_gpu_so_it_passes_when_every_gpu_is_taken(dev_run: ProgramRun) -> None:
+def test_the_gpu_gate_asks_for_no_gpu_so_it_passes_when_every_gpu_is_taken(gates: Lab, dev_run: ProgramRun) -> None:
     pod = dev_run.one(JOB, "host-gpu-gate").inputs["spec"]["template"]["spec"]
     for container in [*pod["initContainers"], *pod["containers"]]:
         resources = container.get("resources", {})
@@ -216,24 +472,32 @@ def test_the_gpu_gate_asks_for_no_gpu_so_it_passes_when_every_gpu_is_taken(dev_r
         assert not [r for r in asked if r.startswith("nvidia.com/")], container["name"]
     assert "nodeSelector" not in pod, "the gate may run on any node"
     assert "affinity" not in pod, "the gate may run on any node"
-    assert _run_gate(dev_run, "host-gpu-gate", _gpu_cluster("gpu-node-1")).passed
+    _gpu_world(gates, "gpu-node-1")
+    assert run_gate(gates, dev_run, "host-gpu-gate").passed
 
 
-@pytest.mark.parametrize(
-    ("cluster", "passes"),
-    [
-        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2"), True, id="every-node-ready"),
-        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", allocatable=False), False, id="a-node-without-gpus"),
-        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", available=0), False, id="operands-missing-on-a-node"),
-        pytest.param(_gpu_cluster("gpu-node-1", "gpu-node-2", dead=("gpu-node-1",)), False, id="its-node-not-ready"),
-        pytest.param(_gpu_cluster(), False, id="no-gpu-node"),
-    ],
-)
-def test_the_gpu_gate_proves_every_gpu_node(dev_run: ProgramRun, cluster: Cluster, passes: bool) -> None:
-    assert _run_gate(dev_run, "host-gpu-gate", cluster).passed == passes
+GPU_WORLDS: dict[str, tuple[dict[str, Any], bool]] = {
+    "every-node-ready": ({"names": ("gpu-node-1", "gpu-node-2")}, True),
+    "a-node-without-gpus": ({"names": ("gpu-node-1", "gpu-node-2"), "allocatable": False}, False),
+    "operands-missing-on-a-node": ({"names": ("gpu-node-1", "gpu-node-2"), "available": False}, False),
+    "its-node-not-ready": ({"names": ("gpu-node-1", "gpu-node-2"), "dead": ("gpu-node-1",)}, False),
+    "no-gpu-node": ({"names": ()}, False),
+}
+
+
+@pytest.mark.parametrize("world", GPU_WORLDS)
+def test_the_gpu_gate_proves_every_gpu_node(gates: Lab, dev_run: ProgramRun, world: str) -> None:
+    shape, passes = GPU_WORLDS[world]
+    _gpu_world(gates, *shape["names"], **{k: v for k, v in shape.items() if k != "names"})
+    assert run_gate(gates, dev_run, "host-gpu-gate").passed == passes
 
 
 WORKERS = ("gpu-node-203-0-113-21", "gpu-node-203-0-113-22")
+
+
+def _ssh_with_workers(*workers: str) -> ProgramRun:
+    host = {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": a} for a in workers]}
+    return run_main({**dev_settings(), "host": host}, {"sshPrivateKey": FAKE_HOST_KEY})
 
 
 @pytest.mark.parametrize(
@@ -245,59 +509,72 @@ WORKERS = ("gpu-node-203-0-113-21", "gpu-node-203-0-113-22")
     ],
 )
 def test_the_gpu_gate_waits_for_every_machine_this_stack_built(
-    nodes: tuple[str, ...], unlabelled: tuple[str, ...], passes: bool
+    gates: Lab, nodes: tuple[str, ...], unlabelled: tuple[str, ...], passes: bool
 ) -> None:
     """The selector checks only what is labelled so far; each machine's node is waited for by name."""
-    host = {
-        "mode": "ssh",
-        "address": "203.0.113.20",
-        "workers": [{"address": "203.0.113.21"}, {"address": "203.0.113.22"}],
-    }
-    run = run_main({**dev_settings(), "host": host}, {"sshPrivateKey": FAKE_HOST_KEY})
-    cluster = _gpu_cluster(*nodes)
+    run = _ssh_with_workers(*(f"203.0.113.{n}" for n in (21, 22)))
+    _gpu_world(gates, *nodes)
     for node in unlabelled:
-        cluster.nodes[node]["labels"] = {}
-    assert _run_gate(run, "host-gpu-gate", cluster).passed == passes
+        gates.admin.patch(
+            gates.admin.get("v1", "Node", node), {"metadata": {"labels": {"nvidia.com/gpu.present": None}}}
+        )
+    assert run_gate(gates, run, "host-gpu-gate").passed == passes
 
 
-def _ssh_with_workers(*workers: str) -> ProgramRun:
-    host = {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": a} for a in workers]}
-    return run_main({**dev_settings(), "host": host}, {"sshPrivateKey": FAKE_HOST_KEY})
-
-
-def test_a_dead_worker_being_removed_does_not_hold_the_gpu_gate() -> None:
+def test_a_dead_worker_being_removed_does_not_hold_the_gpu_gate(gates: Lab) -> None:
     """Its machine died, and it is no longer in config: its node is NotReady and its operand pods never available,
     until the `up` that removes it (deletes come last) gets that far."""
-    run = _ssh_with_workers("203.0.113.21")
-    cluster = _gpu_cluster("gpu-node-1", WORKERS[0], WORKERS[1], dead=(WORKERS[1],))
-    assert _run_gate(run, "host-gpu-gate", cluster).passed
+    _gpu_world(gates, "gpu-node-1", *WORKERS, dead=(WORKERS[1],))
+    assert run_gate(gates, _ssh_with_workers("203.0.113.21"), "host-gpu-gate").passed
 
 
-def test_a_dead_worker_still_in_config_holds_the_gpu_gate() -> None:
+def test_a_dead_worker_still_in_config_holds_the_gpu_gate(gates: Lab) -> None:
     """A machine the stack is to run on must be Ready with every operand: the gate does not pass around it."""
-    run = _ssh_with_workers("203.0.113.21", "203.0.113.22")
-    cluster = _gpu_cluster("gpu-node-1", *WORKERS, dead=(WORKERS[1],))
-    assert not _run_gate(run, "host-gpu-gate", cluster).passed
+    _gpu_world(gates, "gpu-node-1", *WORKERS, dead=(WORKERS[1],))
+    assert not run_gate(gates, _ssh_with_workers("203.0.113.21", "203.0.113.22"), "host-gpu-gate").passed
 
 
-def test_without_an_operator_of_ours_the_gpu_gate_checks_the_nodes_alone() -> None:
+def test_without_an_operator_of_ours_the_gpu_gate_checks_the_nodes_alone(gates: Lab) -> None:
     versions = {k: v for k, v in dev_settings()["versions"].items() if k != "gpuOperator"}
     run = _run(gpuOperator={"mode": "skip"}, versions=versions)
-    cluster = _gpu_cluster("gpu-node-1")
-    cluster.objects.clear()
-    assert _run_gate(run, "host-gpu-gate", cluster).passed
-    assert all(call[0] == "wait" and ("nodes" in call or call[1].startswith("node/")) for call in cluster.calls)
+    _nodes(gates, {"gpu-node-1": {}})
+    for name in GPU_OPERATOR_DAEMONSETS:
+        gates.admin.delete("apps/v1", "DaemonSet", name, OPERATOR_NAMESPACE)
+    outcome = run_gate(gates, run, "host-gpu-gate")
+    assert outcome.passed
+    steps = [step.name for step in outcome.pods[-1].steps]
+    assert not [step for step in steps if "operand" in step or "validator" in step], steps
 
 
 # --- tenants --------------------------------------------------------------------------------------
 
 
+def _tenant_account(lab: Lab) -> None:
+    """team-nlp's control-plane account and its Role, as its vCluster release renders them: the kubeconfig gate
+    runs as that account."""
+    ensure_namespace(lab, "vcluster-team-nlp")
+    (release,) = [r for r in releases("brev") if r.name == "team-nlp"]
+    for obj in release.render():
+        if obj["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            obj["metadata"]["namespace"] = "vcluster-team-nlp"
+            lab.admin.apply(obj)
+
+
 @pytest.mark.parametrize(("written", "passes"), [(True, True), (False, False)])
 def test_the_kubeconfig_gate_waits_for_the_secret_the_control_plane_writes(
-    dev_run: ProgramRun, written: bool, passes: bool
+    gates: Lab, dev_run: ProgramRun, written: bool, passes: bool
 ) -> None:
-    cluster = Cluster(objects={"secret/vcluster-team-nlp/vc-team-nlp"} if written else set())
-    assert _run_gate(dev_run, "team-nlp-ready", cluster).passed == passes
+    _tenant_account(gates)
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "vc-team-nlp", "namespace": "vcluster-team-nlp"},
+    }
+    if written:
+        gates.admin.apply({**secret, "data": {"config": base64.b64encode(b"apiVersion: v1").decode()}})
+    else:
+        gates.admin.delete("v1", "Secret", "vc-team-nlp", "vcluster-team-nlp")
+    assert run_gate(gates, dev_run, "team-nlp-ready").passed == passes
 
 
 # --- every container ------------------------------------------------------------------------------

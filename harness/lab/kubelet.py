@@ -43,6 +43,8 @@ from harness.tools import chart_path
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+MAX_PODS = 15_750
+"""Addresses on the bridge (network.py pod_address)."""
 
 
 def _now() -> str:
@@ -576,9 +578,8 @@ class PodRunner(threading.Thread):
         try:
             self._live()
         except Exception as error:  # the pod fails, the kubelet goes on
-            _log(
-                f"pod {self.pod_namespace}/{self.pod_name} failed in the lab's kubelet: {error}\n{traceback.format_exc()}"
-            )
+            where = f"{self.pod_namespace}/{self.pod_name}"
+            _log(f"pod {where} failed in the lab's kubelet: {error}\n{traceback.format_exc()}")
             self.report("Failed", f"the lab's kubelet could not run this pod: {error}")
         finally:
             if not self.deleting.is_set():
@@ -756,10 +757,11 @@ class LabKubelet:
         os._exit(0)
 
     def _index(self) -> int:
-        if self.free_indexes:
-            return self.free_indexes.pop()
-        self.next_index += 1
-        return self.next_index - 1
+        """A pod's place on the bridge: a new address while there are some, else the one freed longest ago."""
+        if self.next_index < MAX_PODS or not self.free_indexes:
+            self.next_index += 1
+            return self.next_index - 1
+        return self.free_indexes.pop(0)
 
     def observe(self, pod: Json) -> None:
         """A pod as the API server now holds it: start it, or stop it when it is being deleted."""

@@ -78,7 +78,9 @@ class LabNetwork:
     def create(self) -> None:
         if _ip("link", "show", self.bridge, check=False).returncode == 0:
             return
-        _ip("link", "add", self.bridge, "type", "bridge")
+        # A bridge takes the lowest MAC of its ports unless it is given one, so it would change as pods come and
+        # go, and every namespace that cached the gateway's would send into the void (connects stuck in SYN-SENT).
+        _ip("link", "add", self.bridge, "address", f"02:00:0a:{self.octet:02x}:00:01", "type", "bridge")
         _ip("addr", "add", f"{self.gateway}/16", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         # A faked pod's address answers at once that nothing is there, as a cluster's dead pod does (a webhook
@@ -102,9 +104,14 @@ class LabNetwork:
     def attach(self, index: int) -> tuple[str, str]:
         """A namespace for the index-th process pod, wired to the bridge, its Service range routed to the
         forwarder: (namespace, address)."""
-        namespace = self._attach(self.namespace_name(index), f"gv{self.octet}x{index}", self.pod_address(index))
+        address = self.pod_address(index)
+        namespace = self._attach(self.namespace_name(index), f"gv{self.octet}x{index}", address)
         _ip("-n", namespace, "route", "add", SERVICE_CIDR, "via", self.service_router)
-        return namespace, self.pod_address(index)
+        # An address used before answers from a new MAC: whoever still has the old one cached would send its
+        # replies nowhere until the entry goes stale (a TLS handshake that times out).
+        for where in ([], ["-n", f"{self.bridge}-svc"]):
+            _ip(*where, "neigh", "flush", "to", address, check=False)
+        return namespace, address
 
     def _attach(self, namespace: str, host_side: str, address: str) -> str:
         _ip("netns", "del", namespace, check=False)

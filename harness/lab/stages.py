@@ -112,10 +112,14 @@ spec:
     matchExpressions:{_expression(ready, "NotIn", "True")}
   next:
     statusTemplate: |{_NODE_CONDITIONS}
+      {{{{ with .status.allocatable }}}}
       allocatable:
-      {{{{ YAML .status.allocatable 1 }}}}
+      {{{{ YAML . 1 }}}}
+      {{{{ end }}}}
+      {{{{ with .status.capacity }}}}
       capacity:
-      {{{{ YAML .status.capacity 1 }}}}
+      {{{{ YAML . 1 }}}}
+      {{{{ end }}}}
       phase: Running""",
         f"""apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
