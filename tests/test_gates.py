@@ -8,6 +8,7 @@ and the operator's DaemonSets, the Secret a vCluster writes, a webhook that refu
 
 import base64
 import dataclasses
+import functools
 import json
 import ssl
 import threading
@@ -360,8 +361,7 @@ def _nodes(lab: Lab, nodes: dict[str, Json]) -> None:
     admin = lab.admin
     for node in admin.list("v1", "Node", selector="lab.gpu-tenancy.dev/test-node=true"):
         admin.delete("v1", "Node", node["metadata"]["name"])
-    for node in admin.list("v1", "Node", selector="lab.gpu-tenancy.dev/test-node=true"):
-        assert wait_for(lambda node=node: admin.find("v1", "Node", node["metadata"]["name"]) is None, 30)
+    assert wait_for(lambda: not admin.list("v1", "Node", selector="lab.gpu-tenancy.dev/test-node=true"), 30)
     for name, shape in nodes.items():
         annotations = {} if shape.get("dead") else {FAKE_NODE_ANNOTATION: "fake"}
         node = {
@@ -395,7 +395,7 @@ def _nodes(lab: Lab, nodes: dict[str, Json]) -> None:
         admin.patch(node, {"status": status}, subresource="status")
     for name, shape in nodes.items():
         if not shape.get("dead"):
-            assert wait_for(lambda name=name: _node_ready(lab, name), 60), name
+            assert wait_for(functools.partial(_node_ready, lab, name), 60), name
 
 
 def _node_ready(lab: Lab, name: str) -> bool:
@@ -450,7 +450,11 @@ def _gpu_world(
     # The world settles before the gate looks (its waits are shortened to seconds).
     for name in GPU_OPERATOR_DAEMONSETS:
         if available and live:
-            assert wait_for(lambda name=name: _ready(lab, name) == live, 60), name
+            assert wait_for(functools.partial(_all_ready, lab, name, live), 60), name
+
+
+def _all_ready(lab: Lab, name: str, count: int) -> bool:
+    return _ready(lab, name) == count
 
 
 def _ready(lab: Lab, name: str) -> int:
