@@ -147,7 +147,7 @@ def controller(world: World) -> Iterator[threading.Event]:
         assert not thread.is_alive(), "the controller did not stop"
 
 
-def eventually(check: Callable[[], bool], within: float = 15.0) -> None:
+def eventually(check: Callable[[], bool], within: float = 60.0) -> None:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if check():

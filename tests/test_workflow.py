@@ -38,8 +38,11 @@ def _secrets(node: Any) -> set[str]:
 def test_the_workflow_runs_ci_itself_so_lint_types_and_contracts_gate_a_merge() -> None:
     steps = _workflow()["jobs"]["test"]["steps"]
     (ci,) = [step for step in steps if "run" in step]
-    assert ci["run"] == "bash .ci/run"
-    assert ci["env"]["CI"] == "true", "CI=true makes the render tests required"
+    assert ci["run"].endswith(" bash .ci/run")
+    assert ci["run"].startswith("sudo "), "the lab's tests need root"
+    assert ci["env"]["CI"] == "true", "CI=true makes the render and lab tests required"
+    uses = [step.get("uses", "") for step in steps]
+    assert any(u.startswith("actions/setup-go@") for u in uses), "the lab is built with Go"
 
 
 def test_concurrency_is_scoped_to_the_jobs_that_take_the_state_lock() -> None:
