@@ -64,7 +64,10 @@ def world(program: ProgramRun, tmp_path_factory: pytest.TempPathFactory) -> Iter
         for team in ("team-nlp", "team-vision"):
             account = {"name": f"vc-workload-{team}", "namespace": f"vcluster-{team}"}
             lab.admin.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
-        yield World(lab, tmp_path_factory.mktemp("gangs"))
+        world = World(lab, tmp_path_factory.mktemp("gangs"))
+        # The API server reads policies from an informer: the first pods wait until the gang-names policy acts.
+        eventually(world.policies_act)
+        yield world
 
 
 def _around_the_controller(run: ProgramRun, registration: Any) -> bool:
@@ -106,6 +109,24 @@ class World:
             "spec": {"containers": [{"name": "main", "image": "busybox"}]},
         }
         return self.syncer.create(to_host(virtual, vcluster="team-nlp"))
+
+    def policies_act(self) -> bool:
+        virtual = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "probe",
+                "namespace": "default",
+                "labels": {"gpu-tenancy/gang": "probe"},
+                "annotations": {"gpu-tenancy/gang-size": "1"},
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }
+        try:
+            stored = self.syncer.create(to_host(virtual, vcluster="team-nlp"), dry_run=True)
+        except ApiError:
+            return False
+        return "pod-group-name" in (stored["metadata"].get("annotations") or {})
 
     def delete_pod(self, pod: Json) -> None:
         self.lab.admin.delete("v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], grace_seconds=0)

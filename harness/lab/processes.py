@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +27,21 @@ class Process:
     """Built from the upstream project at `version`; False for the lab's own stand-ins (docs/lab.md)."""
     ports: dict[str, int] = field(default_factory=dict)
     program: str = ""
-    """The executable's path, checked against /proc before the pid is trusted."""
+    """The executable's name, checked against /proc before the pid is trusted."""
+    child: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    """In the process that started it: its handle, which knows it lives before /proc shows its program (between
+    fork and exec /proc shows the parent's)."""
 
     def to_data(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "child"}
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> "Process":
         return cls(**data)
 
     def alive(self) -> bool:
+        if self.child is not None:
+            return self.child.poll() is None
         try:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")
             state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -88,7 +93,7 @@ def start(
             env={**os.environ, **(environment or {})},
             cwd=cwd,
         )
-    return Process(child.pid, str(log), version, real, dict(ports or {}), program=Path(command[0]).name)
+    return Process(child.pid, str(log), version, real, dict(ports or {}), program=Path(command[0]).name, child=child)
 
 
 def wait_until(check: Any, what: str, process: Process, timeout: float = 120) -> None:
