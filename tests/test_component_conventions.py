@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import ROOT
+from tests.stacks import stack as registered
 
 COMPONENT_FILES = sorted((ROOT / "components").rglob("*.py"))
 
@@ -105,3 +106,14 @@ def test_no_component_reads_config_itself() -> None:
     """Components receive validated settings; only config.pulumi_stack reads `pulumi.Config`."""
     assert _reads_pulumi_config(ROOT / "config" / "pulumi_stack.py"), "the check must see the one reader"
     assert not [path.relative_to(ROOT) for path in COMPONENT_FILES if _reads_pulumi_config(path)]
+
+
+@pytest.mark.parametrize("stack", ["brev", "ssh-2-workers", "kubeconfig"])
+def test_no_component_is_given_dependencies_its_children_would_not_wait_for(stack: str) -> None:
+    """A component's own depends_on holds none of its children back: each waits only for what it names itself
+    (the engine steps resources, not components). The team views' PrometheusRule once raced the release that
+    serves its kind this way, and lost when the release took longer than pulumi-kubernetes' retries."""
+    run = registered(stack)
+    components = [r for r in run.registrations if r.type.startswith("gpu-tenancy:index:")]
+    assert components
+    assert [(r.type, r.name) for r in components if r.dependencies] == []

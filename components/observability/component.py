@@ -174,9 +174,9 @@ class Observability(pulumi.ComponentResource):
                 grafana_version=self._args.grafana_version,
                 proxy_version=self._args.proxy_version,
                 rule_labels=settings.monitor_labels,
+                rules_after=after,
             ),
-            # The PrometheusRule CRD comes with the stack the release installs.
-            opts=opts.merge(pulumi.ResourceOptions(depends_on=after)),
+            opts=opts,
         )
 
     def _monitors(self, after: list[pulumi.Resource], opts: pulumi.ResourceOptions) -> None:

@@ -8,7 +8,7 @@ selector. One proxy and one Grafana serve every team (docs/security.md, "Team vi
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -58,6 +58,11 @@ class TeamViewsArgs:
     proxy_version: str
     rule_labels: Mapping[str, str]
     """Labels the stack's Prometheus selects rules by (those it selects ServiceMonitors by)."""
+    rules_after: Sequence[pulumi.Resource] = ()
+    """What serves the PrometheusRule kind (the stack's release, in install mode). A dependency of this component
+    would not hold its children back: each child waits only for its own dependencies, and pulumi-kubernetes gives
+    up on a kind not served after five retries, half a minute (provider/pkg/await/await.go Creation), while the
+    stack's release can take minutes; the lab's apply found it."""
 
 
 class TeamViews(pulumi.ComponentResource):
@@ -122,7 +127,7 @@ class TeamViews(pulumi.ComponentResource):
             kind=kind,
             metadata={"name": NAME, "namespace": namespace, "labels": {**MANAGED_BY, **args.rule_labels}},
             spec=prometheus_rule_spec(),
-            opts=child,
+            opts=child.merge(pulumi.ResourceOptions(depends_on=list(args.rules_after))),
         )
         self.register_outputs({"url": self.url, "credentials": self.credentials, "ca_certificate": self.ca_certificate})
 
