@@ -351,7 +351,7 @@ class Applier:
         digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
         installed = self.state / "apply" / "releases.json"
         known: dict[str, str] = json.loads(installed.read_text()) if installed.is_file() else {}
-        if known.get(registration.urn) == digest:
+        if known.get(registration.urn) == digest and self._installed(name, namespace):
             print(f"unchanged Release {namespace}/{name}", flush=True)
             return
         self._install(registration)
@@ -361,6 +361,10 @@ class Applier:
                 known[registration.urn] = digest
                 installed.parent.mkdir(parents=True, exist_ok=True)
                 installed.write_text(json.dumps(known, indent=1, sort_keys=True))
+
+    def _installed(self, name: str, namespace: str) -> bool:
+        """Helm keeps a release as Secrets labelled owner=helm,name=<release> in its namespace."""
+        return bool(self.admin.list("v1", "Secret", namespace, selector=f"owner=helm,name={name}"))
 
     def _install(self, registration: Registration) -> None:
         inputs = registration.inputs

@@ -206,7 +206,9 @@ class _Bringup:
         self.paths = LabPaths(state)
         for folder in (self.paths.config, self.paths.logs):
             folder.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(state / "etcd", ignore_errors=True)
+        # A new cluster: what an earlier one held (its data, what apply recorded it installed) goes with it.
+        for folder in ("etcd", "apply", "run", "pods"):
+            shutil.rmtree(state / folder, ignore_errors=True)
         (state / "kubelet.ready").unlink(missing_ok=True)
         self.versions = pinned_versions()
         self.kubernetes = self.versions["k8s.io/kubernetes"]
