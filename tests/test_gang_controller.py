@@ -30,7 +30,7 @@ from harness import ProgramRun, dev_settings, run_main
 from harness.lab.kube import ApiError
 from tests.lab import Lab, apply_registrations, install_kai_crds, private_lab
 from tests.tenant_pods import POD_GROUPER, SYNCER
-from tests.vcluster_syncer import to_host
+from tests.vcluster_syncer import to_host, virtual_gang_pod
 
 Json = dict[str, Any]
 GRACE = 1.0
@@ -111,19 +111,10 @@ class World:
         return self.syncer.create(to_host(virtual, vcluster="team-nlp"))
 
     def policies_act(self) -> bool:
-        virtual = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": "probe",
-                "namespace": "default",
-                "labels": {"gpu-tenancy/gang": "probe"},
-                "annotations": {"gpu-tenancy/gang-size": "1"},
-            },
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
-        }
         try:
-            stored = self.syncer.create(to_host(virtual, vcluster="team-nlp"), dry_run=True)
+            stored = self.syncer.create(
+                to_host(virtual_gang_pod("probe", "probe", 1), vcluster="team-nlp"), dry_run=True
+            )
         except ApiError:
             return False
         return "pod-group-name" in (stored["metadata"].get("annotations") or {})

@@ -19,7 +19,7 @@ from harness.lab.cluster import wait_for
 from harness.lab.kube import ApiError
 from tests.lab import Lab, apply_registrations, install_kai_crds, private_lab
 from tests.tenant_pods import SYNCER, pod
-from tests.vcluster_syncer import to_host
+from tests.vcluster_syncer import to_host, virtual_gang_pod
 
 ADMISSION_TYPES = {
     "kubernetes:core/v1:Namespace",
@@ -81,18 +81,9 @@ def _control_plane_pod() -> dict[str, object]:
 
 def _gang_pod() -> dict[str, object]:
     """A worker of a 2-pod gang as team-nlp's syncer writes it to the host."""
-    virtual = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "bert-worker-0",
-            "namespace": "default",
-            "labels": {"gpu-tenancy/gang": "bert"},
-            "annotations": {"gpu-tenancy/gang-size": "2"},
-        },
-        "spec": {"containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.10-py3"}]},
-    }
-    return to_host(virtual, vcluster="team-nlp")
+    return to_host(
+        virtual_gang_pod("bert-worker-0", "bert", 2, "nvcr.io/nvidia/pytorch:25.10-py3"), vcluster="team-nlp"
+    )
 
 
 def _refusal(lab: Lab, user: str, obj: dict[str, object]) -> str | None:

@@ -103,3 +103,18 @@ def edit_to_host(host: Json, virtual_before: Json, virtual_after: Json, *, vclus
         after = virtual_after["metadata"].get(kind) or {}
         updated["metadata"][kind] = _merged(updated["metadata"].get(kind) or {}, before, after, vcluster=vcluster)
     return updated
+
+
+def virtual_gang_pod(name: str, gang: str, size: int, image: str = "busybox", **labels: str) -> Json:
+    """A pod of a gang as a team writes it inside its vCluster's default namespace (docs/teams.md)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"gpu-tenancy/gang": gang, **labels},
+            "annotations": {"gpu-tenancy/gang-size": str(size)},
+        },
+        "spec": {"containers": [{"name": "main", "image": image}]},
+    }

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.lab import pki as lab_pki
-from harness.lab.build import COMPONENTS, build, pinned_versions
+from harness.lab.build import build, pinned_versions
 from harness.lab.kube import ApiError, Credentials, Kube
 from harness.lab.network import KUBERNETES_SERVICE_IP, SERVICE_CIDR, LabNetwork, free_network
 from harness.lab.processes import Process, free_port, start, wait_until
@@ -207,8 +207,8 @@ class _Bringup:
         for folder in (self.paths.config, self.paths.logs):
             folder.mkdir(parents=True, exist_ok=True)
         # A new cluster: what an earlier one held (its data, what apply recorded it installed) goes with it.
-        for folder in ("etcd", "apply", "run", "pods"):
-            shutil.rmtree(state / folder, ignore_errors=True)
+        for stale in ("etcd", "apply", "run", "pods"):
+            shutil.rmtree(state / stale, ignore_errors=True)
         (state / "kubelet.ready").unlink(missing_ok=True)
         self.versions = pinned_versions()
         self.kubernetes = self.versions["k8s.io/kubernetes"]
@@ -478,10 +478,6 @@ def down(state: Path, *, progress: Progress = _say) -> None:
     for leftover in ("lab.json", "kubelet.ready"):
         (state / leftover).unlink(missing_ok=True)
     progress(f"lab: down; logs kept in {LabPaths(state).logs}")
-
-
-def component_versions() -> dict[str, str]:
-    return {c.binary: pinned_versions()[c.module] for c in COMPONENTS}
 
 
 def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.5) -> bool:

@@ -198,10 +198,6 @@ class Kube:
         query = {"dryRun": "All"} if dry_run else None
         return self.request("POST", self.object_path(obj, named=False), obj, query=query)
 
-    def replace(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> Json:
-        query = {"dryRun": "All"} if dry_run else None
-        return self.request("PUT", self.object_path(obj), obj, query=query)
-
     def apply(
         self, obj: Mapping[str, Any], *, manager: str = "gpu-tenancy-lab", subresource: str = "", dry_run: bool = False
     ) -> Json:

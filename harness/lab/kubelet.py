@@ -42,7 +42,6 @@ from harness.tools import chart_path
 
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 MAX_PODS = 15_750
 """Addresses on the bridge (network.py pod_address)."""
 

@@ -12,7 +12,6 @@ addresses from 10.<octet>.128.0/17 (the nodes' podCIDRs), never routed.
 Needs root (CAP_NET_ADMIN): creating links and namespaces.
 """
 
-import ipaddress
 import json
 import subprocess
 from dataclasses import dataclass
@@ -94,9 +93,6 @@ class LabNetwork:
         _ip("route", "del", "unreachable", self.fake_pod_cidr, check=False)
         _ip("link", "del", self.bridge, check=False)
 
-    def exists(self) -> bool:
-        return _ip("link", "show", self.bridge, check=False).returncode == 0
-
     def attach_router(self) -> str:
         """The namespace of the lab's ClusterIP forwarder, at service_router: every Service address is its own."""
         return self._attach(f"{self.bridge}-svc", f"gv{self.octet}svc", self.service_router)
@@ -137,7 +133,3 @@ def free_network() -> LabNetwork:
         if octet not in used:
             return LabNetwork(octet)
     raise SystemExit("lab: no free 10.x.0.0/16 for the lab's bridge (100 to 249 are all in use)")
-
-
-def in_service_range(address: str) -> bool:
-    return ipaddress.ip_address(address) in ipaddress.ip_network(SERVICE_CIDR)
