@@ -25,6 +25,7 @@ import yaml
 
 from components.observability.grafana_teams.reconcile import (
     ORG_HEADER,
+    DesiredState,
     Grafana,
     TeamView,
     load_state,
@@ -119,12 +120,22 @@ def _team_series(namespaces: dict[str, str], now: float) -> list[Series]:
     return series
 
 
+def _desired(run: ProgramRun, folder: Path, proxy: str | None = None) -> DesiredState:
+    """What the reconciler makes of the rendered state and secrets (each data source pointed at `proxy`, if given)."""
+    state, secrets, _, _ = _rendered(run)
+    if proxy is not None:
+        state["datasource"]["url"] = proxy
+    (folder / "state.json").write_text(json.dumps(state))
+    (folder / "secrets.json").write_text(json.dumps(secrets))
+    return load_state(str(folder / "state.json"), str(folder / "secrets.json"))
+
+
 class _Views:
-    def __init__(self, proxy: str, state: dict[str, Any], secrets: dict[str, Any]) -> None:
+    def __init__(self, proxy: str, desired: DesiredState) -> None:
         self.proxy = proxy
-        self.datasources = {team["name"]: team["datasource"] for team in state["teams"]}
-        self.dashboards = {team["name"]: team["dashboard"] for team in state["teams"]}
-        self.header_values = secrets["datasources"]
+        self.datasources = {team.name: team.datasource for team in desired.teams}
+        self.dashboards = {team.name: team.dashboard for team in desired.teams}
+        self.header_values = {team.name: team.datasource["secureJsonData"] for team in desired.teams}
 
     def get(self, team: str, path: str, params: dict[str, str] | list[tuple[str, str]]) -> tuple[int, Any]:
         """A request as the team's Grafana data source sends it: its header name and its secret value."""
@@ -146,7 +157,7 @@ class _Views:
 
 @pytest.fixture(scope="module")
 def views(run: ProgramRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Views, dict[str, str]]]:
-    state, secrets, args, groups = _rendered(run)
+    _, secrets, args, groups = _rendered(run)
     namespaces = {team: value["httpHeaderValue1"] for team, value in secrets["datasources"].items()}
     root = tmp_path_factory.mktemp("team-views")
     now = time.time()
@@ -156,7 +167,7 @@ def views(run: ProgramRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         assert f"-label={ENFORCED_LABEL}" in args
         assert f"-header-name={TENANT_HEADER}" in args
         with prom_label_proxy(args, upstream=url) as proxy:
-            views = _Views(proxy, state, secrets)
+            views = _Views(proxy, _desired(run, root))
             _wait_for_rules(views, next(iter(namespaces)))
             yield views, namespaces
 
@@ -274,12 +285,7 @@ def test_label_values_variables_list_only_the_teams_own(views: tuple[_Views, dic
 
 def _teams_at(proxy: str, run: ProgramRun, tmp_path: Path) -> tuple[list[TeamView], list[dict[str, str]]]:
     """The rendered desired state, with each data source pointed at the proxy on 127.0.0.1."""
-    state, secrets, _, _ = _rendered(run)
-    for team in state["teams"]:
-        team["datasource"]["url"] = proxy
-    (tmp_path / "state.json").write_text(json.dumps(state))
-    (tmp_path / "secrets.json").write_text(json.dumps(secrets))
-    desired = load_state(str(tmp_path / "state.json"), str(tmp_path / "secrets.json"))
+    desired = _desired(run, tmp_path, proxy)
     return desired.teams, desired.checks
 
 
@@ -320,10 +326,7 @@ def test_without_the_header_the_proxy_answers_nothing(views: tuple[_Views, dict[
 
 
 def _reconcile(run: ProgramRun, tmp_path: Path, world: GrafanaWorld | None = None) -> GrafanaWorld:
-    state, secrets, _, _ = _rendered(run)
-    (tmp_path / "state.json").write_text(json.dumps(state))
-    (tmp_path / "secrets.json").write_text(json.dumps(secrets))
-    desired = load_state(str(tmp_path / "state.json"), str(tmp_path / "secrets.json"))
+    desired = _desired(run, tmp_path)
     world = world or GrafanaWorld(desired.admin_password)
     with grafana_double(world) as url:
         reconcile(Grafana(url, desired.admin_password), desired)

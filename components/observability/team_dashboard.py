@@ -36,15 +36,15 @@ def waiting_jobs() -> str:
     )
 
 
-def team_queries(limit: float, price: float | None) -> dict[str, list[tuple[str, str]]]:
-    """Each panel's (PromQL, legend), by panel title."""
+def team_queries(limit: str | None, price: float | None) -> dict[str, list[tuple[str, str]]]:
+    """Each panel's (PromQL, legend), by panel title; `limit` is the queue's GPU limit as PromQL (None: no limit)."""
     allocation = [
         (f"sum({TEAM_ALLOCATED})", "allocated"),
         (f"sum({TEAM_DESERVED})", "quota"),
         (f"sum({TEAM_FAIR_SHARE})", "fair share"),
     ]
-    if limit != UNLIMITED:
-        allocation.append((f"vector({limit:g})", "limit"))
+    if limit is not None:
+        allocation.append((f"vector({limit})", "limit"))
     usage = [(GPU_HOURS, "GPU-hours")]
     if price is not None:
         usage.append((f"{GPU_HOURS} * {price:g}", "cost"))
@@ -59,7 +59,14 @@ def team_queries(limit: float, price: float | None) -> dict[str, list[tuple[str,
     }
 
 
-def team_dashboard(team: str, *, limit: float, price: float | None) -> dict[str, Any]:
+def limit_literal(limit: float) -> str | None:
+    """A queue's GPU limit as the dashboard's PromQL writes it; None for a queue without one."""
+    return None if limit == UNLIMITED else f"{limit:g}"
+
+
+def team_dashboard(team: str, *, limit: str | None, price: float | None) -> dict[str, Any]:
+    """`team` and `limit` are text put into the JSON as they are: the team views render each dashboard from one
+    template with placeholders there (team_objects.desired_state)."""
     queries = team_queries(limit, price)
     layout = {
         "GPUs: allocated, quota, fair share and limit": ((0, 0, 16, 9), "none", "timeseries", False),

@@ -28,6 +28,12 @@ from typing import Any
 
 ORG_HEADER = "X-Grafana-Org-Id"
 VIEWER = "Viewer"
+TEAM_PLACEHOLDER = "@@team@@"
+LIMIT_PLACEHOLDER = "@@limit@@"
+"""The dashboard templates hold these where a team's name and its queue's GPU limit go: one template for every
+team keeps the ConfigMap far under the API server's 1 MiB at a thousand teams (a whole dashboard each is 7 KB)."""
+LIMITED, UNLIMITED = "limited", "unlimited"
+"""The two templates: with a limit line, and without (a queue with no limit)."""
 
 
 class GrafanaError(Exception):
@@ -54,15 +60,28 @@ class DesiredState:
     """Queries each team's data source must answer, and what gives them (logged when one comes back empty)."""
 
 
+def fill(template: Any, team: str, limit: str | None) -> Any:
+    """A team's dashboard from a template: the placeholders replaced in every string (a team name is a DNS label
+    and a limit a number, so neither needs escaping in JSON or PromQL)."""
+    if isinstance(template, dict):
+        return {key: fill(value, team, limit) for key, value in template.items()}
+    if isinstance(template, list):
+        return [fill(value, team, limit) for value in template]
+    if isinstance(template, str):
+        return template.replace(TEAM_PLACEHOLDER, team).replace(LIMIT_PLACEHOLDER, limit or "")
+    return template
+
+
 def load_state(state_path: str, secrets_path: str) -> DesiredState:
     """The ConfigMap's desired state and the Secret's passwords and header values, joined per team."""
     with open(state_path) as state_file, open(secrets_path) as secrets_file:
         state, secrets = json.load(state_file), json.load(secrets_file)
     teams = []
     for team in state["teams"]:
-        name = team["name"]
-        datasource = {**team["datasource"], "secureJsonData": secrets["datasources"][name]}
-        teams.append(TeamView(name, secrets["passwords"][name], datasource, team["dashboard"]))
+        name, limit = team["name"], team["limit"]
+        datasource = {**state["datasource"], "secureJsonData": secrets["datasources"][name]}
+        template = state["dashboards"][UNLIMITED if limit is None else LIMITED]
+        teams.append(TeamView(name, secrets["passwords"][name], datasource, fill(template, name, limit)))
     return DesiredState(secrets["admin"], teams, state.get("checks", []))
 
 
