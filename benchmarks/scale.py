@@ -16,31 +16,19 @@ import argparse
 import os
 import platform
 import time
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from harness import ProgramRun, dev_settings, run_main, run_pulumi
+from harness import ProgramRun, run_main, run_pulumi, stack_with_teams
 
 SIZES = (3, 30, 100, 300, 1000)
 KUBECONFIG_GATE = "kubernetes:batch/v1:Job"
 
 
-def stack_config(teams: int) -> dict[str, Any]:
-    """The reference stack with `teams` teams, each on a leaf queue with one GPU of quota."""
-    config = dev_settings()
-    names = [f"team-{index:04d}" for index in range(teams)]
-    config["queues"] = [{"name": "ml-org", "resources": {"gpu": {"quota": max(teams, 1)}}}] + [
-        {"name": name, "parentQueue": "ml-org", "resources": {"gpu": {"quota": 1}}} for name in names
-    ]
-    config["tenants"] = [{"name": name, "queue": name} for name in names]
-    return config
-
-
 def measure(teams: int) -> tuple[ProgramRun, float]:
     started = time.perf_counter()
-    run = run_main(stack_config(teams), shared=False)
+    run = run_main(stack_with_teams(teams), shared=False)
     return run, time.perf_counter() - started
 
 

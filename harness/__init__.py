@@ -27,7 +27,7 @@ from harness.program import (
     run_main,
     run_pulumi,
 )
-from harness.stacks import dev_settings
+from harness.stacks import dev_settings, stack_with_teams
 
 __all__ = [
     "FAKE_HOST_KEY",
@@ -49,5 +49,6 @@ __all__ = [
     "run_main",
     "run_pulumi",
     "script_input",
+    "stack_with_teams",
     "tenant_kubeconfig",
 ]

@@ -21,12 +21,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.scale import stack_config
 from components.observability.dashboards import dashboard_files
 from components.observability.grafana_teams.reconcile import fill
 from components.observability.team_dashboard import limit_literal, team_dashboard
 from components.observability.team_objects import desired_state, grafana_ini, program_files, secret_state
-from harness import ProgramRun, run_main
+from harness import ProgramRun, run_main, stack_with_teams
 from harness.lab.apply import RELEASE, manifest
 from harness.lab.kube import ApiError
 from tests.lab import shared_lab
@@ -87,7 +86,8 @@ def at_advertised_size(small: Mapping[tuple[str, str], int], larger: Mapping[tup
 
 @pytest.fixture(scope="module")
 def growth() -> list[Any]:
-    return list(at_advertised_size(measures(run_main(stack_config(SMALL))), measures(run_main(stack_config(LARGER)))))
+    small, larger = (measures(run_main(stack_with_teams(teams))) for teams in (SMALL, LARGER))
+    return list(at_advertised_size(small, larger))
 
 
 def test_no_object_grows_past_the_api_servers_limits_at_a_thousand_teams(growth: list[Any]) -> None:
