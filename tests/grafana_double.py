@@ -34,6 +34,8 @@ from tests.local_server import serve
 @dataclass
 class GrafanaWorld:
     admin_password: str
+    admin_login: str = "admin"
+    """`[security] admin_user` (Grafana's default: admin)."""
     orgs: dict[int, str] = field(default_factory=lambda: {1: "Main Org."})
     users: dict[int, dict[str, str]] = field(default_factory=dict)
     members: dict[tuple[int, int], str] = field(default_factory=dict)
@@ -43,7 +45,7 @@ class GrafanaWorld:
     home: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.users[1] = {"login": "admin", "password": self.admin_password}
+        self.users[1] = {"login": self.admin_login, "password": self.admin_password}
         self.members[(1, 1)] = "Admin"
 
     def user_by_login(self, login: str) -> int | None:

@@ -8,6 +8,7 @@ holding three teams' series and the stack's recording rules; the reconciler runs
 Grafana stand-in.
 """
 
+import configparser
 import json
 import re
 import shutil
@@ -325,12 +326,36 @@ def test_without_the_header_the_proxy_answers_nothing(views: tuple[_Views, dict[
 # --- the Grafana side -------------------------------------------------------------------------------------------
 
 
+def _server_admin(run: ProgramRun) -> str:
+    """The login Grafana makes its server admin: `[security] admin_user` of the grafana.ini the stack renders."""
+    config = next(r for r in run.of_type(CONFIG_MAP) if r.inputs.get("metadata", {}).get("name") == NAME)
+    ini = configparser.ConfigParser()
+    ini.read_string(config.inputs["data"]["grafana.ini"])
+    return ini["security"]["admin_user"]
+
+
 def _reconcile(run: ProgramRun, tmp_path: Path, world: GrafanaWorld | None = None) -> GrafanaWorld:
     desired = _desired(run, tmp_path)
-    world = world or GrafanaWorld(desired.admin_password)
+    world = world or GrafanaWorld(desired.admin_password, admin_login=_server_admin(run))
     with grafana_double(world) as url:
-        reconcile(Grafana(url, desired.admin_password), desired)
+        reconcile(Grafana(url, desired.admin_login, desired.admin_password), desired)
     return world
+
+
+@pytest.mark.parametrize("team", ["admin", "gpu-tenancy-admin"])
+def test_no_team_becomes_grafanas_server_admin(team: str, tmp_path: Path) -> None:
+    """A team's login is its name; Grafana's server admin is a login no team name can spell, so a team named like
+    it gets an ordinary Viewer login and the admin keeps its own password."""
+    config = dev_settings()
+    config["tenants"][0]["name"] = team
+    run = run_main(config)
+    desired = _desired(run, tmp_path)
+    world = _reconcile(run, tmp_path)
+    admin = world.user_by_login(_server_admin(run))
+    assert admin == 1
+    assert world.users[admin]["password"] == desired.admin_password
+    assert world.orgs_of(team) == {team: "Viewer"}
+    assert world.users[world.user_by_login(team) or 0]["password"] == run.exports["teamViews"].value[team]["password"]
 
 
 def test_each_team_logs_in_to_its_own_organisation_only_as_viewer(run: ProgramRun, tmp_path: Path) -> None:
@@ -380,12 +405,13 @@ def test_the_reconciler_trusts_grafanas_certificate_strictly_at_localhost(run: P
     request = ["req", "-x509", "-new", "-key", str(key), "-days", "365", "-config", str(tmp_path / "cert.cfg")]
     subprocess.run([openssl, *request, "-out", str(cert)], check=True, capture_output=True)
     _, secrets, _, _ = _rendered(run)
-    world = GrafanaWorld(secrets["admin"])
+    login = _server_admin(run)
+    world = GrafanaWorld(secrets["admin"], admin_login=login)
     with grafana_double(world, tls=(cert, key)) as url:
-        grafana = Grafana(url, secrets["admin"], cafile=str(cert))
+        grafana = Grafana(url, login, secrets["admin"], cafile=str(cert))
         grafana.wait_healthy(timeout=10)
         assert grafana.call("GET", "/api/health") == {"database": "ok"}
-        stranger = Grafana(url.replace("localhost", "127.0.0.1"), secrets["admin"], cafile=str(cert))
+        stranger = Grafana(url.replace("localhost", "127.0.0.1"), login, secrets["admin"], cafile=str(cert))
         with pytest.raises(urllib.error.URLError, match=r"CERTIFICATE_VERIFY_FAILED|IP address mismatch"):
             stranger.call("GET", "/api/health")
 

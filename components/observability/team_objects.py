@@ -40,6 +40,10 @@ PROGRAM_MOUNT = "/opt/team-views"
 STATE_MOUNT = "/etc/team-views"
 SECRETS_MOUNT = "/etc/team-views-secrets"
 TLS_MOUNT = "/etc/grafana/tls"
+ADMIN_LOGIN = "gpu_tenancy_admin"
+"""Grafana's server admin (`[security] admin_user`): a login no team can have, since a team's login is its name, a DNS
+label, which has no underscore. Left at Grafana's `admin`, a team named admin would be that account, and the
+reconciler would give it the team's password."""
 READY_DIR = "/run/team-views"
 READY_CHECK = f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready'))"
 """The reconciler's readiness: it has built every team's organisation at least once (the image has no `test`)."""
@@ -102,7 +106,7 @@ def grafana_ini() -> str:
             "cert_file": f"{TLS_MOUNT}/tls.crt",
             "cert_key": f"{TLS_MOUNT}/tls.key",
         },
-        "security": {"admin_user": "admin", "cookie_secure": "true", "disable_gravatar": "true"},
+        "security": {"admin_user": ADMIN_LOGIN, "cookie_secure": "true", "disable_gravatar": "true"},
         "users": {
             "allow_sign_up": "false",
             "allow_org_create": "false",
@@ -142,6 +146,7 @@ def desired_state(
     """The reconciler's ConfigMap: the data source and the dashboard templates every team shares, and per team only
     its name and limit (no secret in it). It grows by some 40 bytes a team."""
     return {
+        "admin": ADMIN_LOGIN,
         "datasource": datasource(proxy_url),
         "dashboards": {
             LIMITED: team_dashboard(TEAM_PLACEHOLDER, limit=LIMIT_PLACEHOLDER, price=price),

@@ -12,7 +12,10 @@ RESYNC_SECONDS = float(os.environ.get("TEAM_VIEWS_RESYNC_SECONDS", "300"))
 def main() -> None:
     state = load_state(os.environ["TEAM_VIEWS_STATE"], os.environ["TEAM_VIEWS_SECRETS"])
     grafana = Grafana(
-        os.environ["TEAM_VIEWS_GRAFANA_URL"], state.admin_password, cafile=os.environ.get("TEAM_VIEWS_CA")
+        os.environ["TEAM_VIEWS_GRAFANA_URL"],
+        state.admin_login,
+        state.admin_password,
+        cafile=os.environ.get("TEAM_VIEWS_CA"),
     )
     while True:
         grafana.wait_healthy()

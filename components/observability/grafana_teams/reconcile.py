@@ -54,6 +54,7 @@ class TeamView:
 
 @dataclass(frozen=True)
 class DesiredState:
+    admin_login: str
     admin_password: str
     teams: list[TeamView]
     checks: list[dict[str, str]]
@@ -82,7 +83,7 @@ def load_state(state_path: str, secrets_path: str) -> DesiredState:
         datasource = {**state["datasource"], "secureJsonData": secrets["datasources"][name]}
         template = state["dashboards"][UNLIMITED if limit is None else LIMITED]
         teams.append(TeamView(name, secrets["passwords"][name], datasource, fill(template, name, limit)))
-    return DesiredState(secrets["admin"], teams, state.get("checks", []))
+    return DesiredState(state["admin"], secrets["admin"], teams, state.get("checks", []))
 
 
 def tls_context(cafile: str) -> ssl.SSLContext:
@@ -96,7 +97,7 @@ def tls_context(cafile: str) -> ssl.SSLContext:
 class Grafana:
     """Grafana's HTTP API as its server admin, over the pod's loopback."""
 
-    def __init__(self, url: str, admin_password: str, *, cafile: str | None = None, user: str = "admin") -> None:
+    def __init__(self, url: str, user: str, admin_password: str, *, cafile: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.user = user
         token = base64.b64encode(f"{user}:{admin_password}".encode()).decode()
