@@ -9,6 +9,7 @@ Grafana stand-in.
 """
 
 import configparser
+import ipaddress
 import json
 import re
 import shutil
@@ -37,6 +38,7 @@ from components.observability.team_objects import ENFORCED_LABEL, NAME, PROXY, T
 from components.observability.team_rules import podgroup_state_metrics
 from config.upstream import GRAFANA_ORG_HEADER, POD_GROUP_ANNOTATION
 from harness import ProgramRun, dev_settings, run_main
+from tests.conftest import FAKE_KUBECONFIG
 from tests.grafana_double import GrafanaWorld, grafana_double
 from tests.label_proxy import prom_label_proxy
 from tests.real_prometheus import Series, real_prometheus
@@ -536,3 +538,24 @@ def test_the_installed_prometheus_is_the_upstream(run: ProgramRun) -> None:
     ]
     port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "http-web")
     assert f"-upstream=http://{service['metadata']['name']}.{release.namespace}.svc:{port}" in args
+
+
+@pytest.mark.parametrize(
+    ("address", "dns_names", "ip_addresses"),
+    [
+        ("203.0.113.30", ["localhost"], ["203.0.113.30"]),
+        ("gpu-1.example.com", ["localhost", "gpu-1.example.com"], []),
+    ],
+)
+def test_the_certificate_names_the_host_by_name_or_by_address(
+    address: str, dns_names: list[str], ip_addresses: list[str]
+) -> None:
+    """pulumi-tls parses every `ip_addresses` entry as an IP and fails the `up` on a name ("Invalid IP address",
+    terraform-provider-tls resource_self_signed_cert.go): a name goes to the DNS names."""
+    config = dev_settings()
+    config["host"] = {"mode": "kubeconfig", "address": address}
+    run = run_main(config, {"kubeconfig": FAKE_KUBECONFIG})
+    certificate = run.one("tls:index/selfSignedCert:SelfSignedCert")
+    assert certificate.inputs["dnsNames"] == dns_names
+    assert certificate.inputs.get("ipAddresses", []) == ip_addresses
+    assert all(ipaddress.ip_address(ip) for ip in certificate.inputs.get("ipAddresses", []))

@@ -7,6 +7,7 @@ selector. One proxy and one Grafana serve every team (docs/security.md, "Team vi
 """
 
 import hashlib
+import ipaddress
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,16 @@ class TeamViewsArgs:
     would not hold its children back: each child waits only for its own dependencies, and pulumi-kubernetes gives
     up on a kind not served after five retries, half a minute (provider/pkg/await/await.go Creation), while the
     stack's release can take minutes; the lab's apply found it."""
+
+
+def subject_alt_names(host_address: str) -> tuple[list[str], list[str]]:
+    """The certificate's (DNS names, IP addresses): `host.address` is an address or a name, and pulumi-tls refuses a
+    name among the IP addresses ("Invalid IP address": net.ParseIP of each, hashicorp/terraform-provider-tls
+    internal/provider/resource_self_signed_cert.go Create). The reconciler beside Grafana checks it at localhost."""
+    try:
+        return ["localhost"], [str(ipaddress.ip_address(host_address))]
+    except ValueError:
+        return ["localhost", host_address], []
 
 
 class TeamViews(pulumi.ComponentResource):
@@ -134,13 +145,13 @@ class TeamViews(pulumi.ComponentResource):
     @staticmethod
     def _certificate(name: str, args: TeamViewsArgs, opts: pulumi.ResourceOptions) -> tls.SelfSignedCert:
         key = tls.PrivateKey(f"{name}-tls-key", algorithm="ECDSA", ecdsa_curve="P256", opts=opts)
+        sans = pulumi.Output.from_input(args.host_address).apply(subject_alt_names)
         return tls.SelfSignedCert(
             f"{name}-tls",
             private_key_pem=key.private_key_pem,
             subject={"common_name": "gpu-tenancy team views"},
-            ip_addresses=pulumi.Output.from_input(args.host_address).apply(lambda address: [address]),
-            # The reconciler beside Grafana checks the certificate too, at localhost.
-            dns_names=["localhost"],
+            ip_addresses=sans.apply(lambda names: names[1]),
+            dns_names=sans.apply(lambda names: names[0]),
             validity_period_hours=CERTIFICATE_DAYS * 24,
             early_renewal_hours=RENEW_DAYS * 24,
             allowed_uses=["digital_signature", "key_encipherment", "server_auth"],
