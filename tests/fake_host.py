@@ -84,6 +84,8 @@ FAKE_BREV = r"""
 # Brev as `brev ls --json` shows it (brevdev/brev-cli pkg/cmd/ls/ls.go @v0.6.327): instances live in
 # FAKE_BREV_STATE (JSON name -> {status, id, gpu, type}); a new instance is DEPLOYING for FAKE_BREV_DEPLOY_POLLS
 # listings, and gets a fresh id. `brev delete` takes a name or an id (pkg/cmd/delete/delete.go).
+# FAKE_BREV_CREATE_FAILS: `brev create` exits non-zero, `after` making the instance (a CLI that gave up waiting) or
+# `before` (refused).
 import json, os, secrets, sys
 path = os.environ["FAKE_BREV_STATE"]
 state = json.load(open(path)) if os.path.exists(path) else {}
@@ -103,6 +105,8 @@ if verb == "ls":
     ]
     print(json.dumps({"workspaces": workspaces or None}))
 elif verb == "create":
+    if os.environ.get("FAKE_BREV_CREATE_FAILS") == "before":
+        sys.exit("error: no capacity for L40S on nebius")
     args = sys.argv[2:]
     flags = dict(zip(args[1::2], args[2::2]))
     state[args[0]] = {
@@ -112,6 +116,9 @@ elif verb == "create":
         "gpu": flags.get("--gpu-name", "L40S"),
         "type": flags.get("--type", "gpu-l40s-a.1gpu"),
     }
+    if os.environ.get("FAKE_BREV_CREATE_FAILS") == "after":
+        json.dump(state, open(path, "w"))
+        sys.exit("error: context deadline exceeded")
 elif verb == "delete":
     found = [n for n, e in state.items() if sys.argv[2] in (n, e["id"])]
     if not found:

@@ -63,6 +63,7 @@ def _steps(run: ProgramRun) -> dict[str, Registration]:
 def test_dev_stack_is_one_chain_from_brev_to_kai(dev_run: ProgramRun) -> None:
     chain = [
         dev_run.one(LOCAL, "host-brev-instance"),
+        dev_run.one(LOCAL, "host-brev-running"),
         *(dev_run.one(REMOTE, f"host-{step}") for step in BOOTSTRAP_STEPS),
         dev_run.one(NAMESPACE, "host-gpu-operator"),
         dev_run.one(RELEASE, "host-gpu-operator"),
@@ -78,7 +79,7 @@ def test_dev_stack_is_one_chain_from_brev_to_kai(dev_run: ProgramRun) -> None:
 @pytest.mark.parametrize(
     ("mode", "local", "remote"),
     [
-        ("brev", {"brev-instance"}, set(BOOTSTRAP_STEPS)),
+        ("brev", {"brev-instance", "brev-running"}, set(BOOTSTRAP_STEPS)),
         ("ssh", set(), set(BOOTSTRAP_STEPS)),
         ("kubeconfig", set(), set()),
     ],

@@ -339,12 +339,14 @@ def test_an_upgrade_from_a_record_without_the_spec_keeps_the_marker_and_records_
 
 
 def test_brev_waits_until_the_instance_runs(host: FakeHost) -> None:
-    """`brev create` exits 0 even when the instance never becomes ready; the script waits for RUNNING itself."""
+    """`brev create` exits 0 even when the instance never becomes ready; the wait step waits for RUNNING itself."""
     host.state["FAKE_BREV_DEPLOY_POLLS"] = "3"
-    result = host.run("brev-instance.sh", BREV)
+    assert host.run("brev-instance.sh", BREV).returncode == 0
+    result = host.run("brev-instance.sh", {**BREV, "ACTION": "wait"})
     assert result.returncode == 0, result.stderr
     assert host.brev_state() == {"gpu-tenancy-dev": "RUNNING"}
-    assert result.stderr.count("waiting for RUNNING") == 3
+    assert "waiting for RUNNING" in result.stderr
+    assert result.stdout.splitlines() == ["status=RUNNING"]
 
 
 @pytest.mark.parametrize(
@@ -353,9 +355,45 @@ def test_brev_waits_until_the_instance_runs(host: FakeHost) -> None:
 )
 def test_brev_refuses_an_instance_that_does_not_run(host: FakeHost, status: str, message: str) -> None:
     host.brev_instances(gpu_tenancy_dev=status)
-    result = host.run("brev-instance.sh", {**BREV, "READY_TIMEOUT_SECONDS": "0"})
+    result = host.run("brev-instance.sh", {**BREV, "ACTION": "wait", "READY_TIMEOUT_SECONDS": "0"})
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("create_fails", [False, True], ids=["wait-times-out", "create-fails-after-making-it"])
+def test_an_instance_this_stack_made_is_recorded_as_made_whatever_fails_after(
+    host: FakeHost, create_fails: bool
+) -> None:
+    """A failed command keeps no output in Pulumi's state, so the step that creates the instance succeeds whenever
+    an instance it made exists: the wait for RUNNING that times out, or a `brev create` that gave up after making
+    it, fail on their own; the retry finds the record, and `destroy` with deleteOnDestroy deletes the billed GPU."""
+    host.state["FAKE_BREV_DEPLOY_POLLS"] = "1000"
+    if create_fails:
+        host.state["FAKE_BREV_CREATE_FAILS"] = "after"
+    made = host.run("brev-instance.sh", BREV)
+    assert made.returncode == 0, made.stderr
+    assert "created=true" in made.stdout.splitlines()
+    waited = host.run("brev-instance.sh", {**BREV, "ACTION": "wait", "READY_TIMEOUT_SECONDS": "0"})
+    assert waited.returncode != 0
+    assert "recorded as this stack's" in waited.stderr
+    host.state["PULUMI_COMMAND_STDOUT"] = made.stdout
+    retried = host.run("brev-instance.sh", BREV)
+    assert "created=true" in retried.stdout.splitlines()
+    assert [call for call in host.calls() if call.startswith("brev create")] == [CREATE]
+    host.state["PULUMI_COMMAND_STDOUT"] = retried.stdout
+    deleted = host.run(
+        "brev-instance.sh", {"ACTION": "delete", "BREV_NAME": "gpu-tenancy-dev", "DELETE_ON_DESTROY": "true"}
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    assert host.brev_state() == {}
+
+
+def test_a_failed_create_that_made_nothing_fails_and_records_nothing(host: FakeHost) -> None:
+    host.state["FAKE_BREV_CREATE_FAILS"] = "before"
+    result = host.run("brev-instance.sh", BREV)
+    assert result.returncode != 0
+    assert "no instance gpu-tenancy-dev exists" in result.stderr
+    assert host.brev_state() == {}
 
 
 def test_brev_not_logged_in_says_how_to_log_in(host: FakeHost) -> None:

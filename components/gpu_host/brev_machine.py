@@ -65,17 +65,29 @@ def brev_machine(
         add_previous_output_in_env=True,
         opts=local.merge(pulumi.ResourceOptions(ignore_changes=[f"triggers[{i}]" for i in range(1, len(spec))])),
     )
+    # Its own step, so that a timeout here cannot lose what the instance step recorded (that this stack created
+    # the instance): a failed command keeps no output. A new instance (another id) is waited for again.
+    running = command.local.Command(
+        f"{prefix}-brev-running",
+        create=render_script(
+            "brev-instance.sh",
+            {"ACTION": "wait", "BREV_NAME": instance_name, "READY_TIMEOUT_SECONDS": str(BREV_READY_TIMEOUT_SECONDS)},
+        ),
+        triggers=[instance.stdout],
+        interpreter=list(LOCAL_INTERPRETER),
+        opts=local.merge(pulumi.ResourceOptions(depends_on=[instance])),
+    )
     # Resolved on every preview and `up`, not stored: a stopped and started instance may have a new address.
     resolved = command.local.run_output(
         command=render_script("brev-ssh.sh", {"BREV_NAME": instance_name, "ROLE": role}),
         interpreter=list(LOCAL_INTERPRETER),
         # Its stdout is the instance's private key: never logged (the key is printed last, after every check).
         logging=command.local.Logging.STDERR,
-        opts=pulumi.InvokeOutputOptions(depends_on=[instance], parent=parent),
+        opts=pulumi.InvokeOutputOptions(depends_on=[running], parent=parent),
     )
     endpoint = pulumi.Output.secret(resolved.stdout).apply(lambda stdout: parse_brev_ssh(str(stdout)))
     connection = endpoint.apply(
         lambda e: {"host": e.address, "user": e.user, "port": e.port, "privateKey": e.private_key}
     )
     address = pulumi.Output.unsecret(endpoint.apply(lambda e: e.address))
-    return pulumi.Output.secret(connection), address, [instance]
+    return pulumi.Output.secret(connection), address, [instance, running]

@@ -3,16 +3,21 @@
 #
 # POSIX sh: this runs on the operator's machine, whose /bin/sh may be dash or macOS's bash 3.2.
 #
-# ACTION=ensure (create and update): create the instance unless one of that name exists, then wait until
-# Brev reports it RUNNING (`brev create` exits 0 even when the instance never gets there). Prints
+# ACTION=ensure (create and update): create the instance unless one of that name exists. Prints
 # `created=true|false` (true when this stack created it, now or in an earlier run), `id=<Brev's id>` and
 # the spec it was created or adopted with (gpuName, cloud, instanceType). pulumi-command hands the
 # previous output to an update and to the delete as PULUMI_COMMAND_STDOUT (pulumi/pulumi-command
-# provider/pkg/provider/local/commandOutputs.go @v1.2.1), so all of it survives every later `up`.
+# provider/pkg/provider/local/commandOutputs.go @v1.2.1), so all of it survives every later `up`; but a
+# failed command records nothing (its stdout goes only into the error), so once `brev create` has made an
+# instance this step never fails: a failed `brev create` that left an instance behind, or a listing that
+# fails just after, still records created=true (with no id, the delete goes by name). Waiting for RUNNING is
+# ACTION=wait, a step of its own, so a timeout there cannot lose the record and leak a billed GPU.
 # Brev cannot move an instance to another GPU, cloud or type (`brev scale` changes only the type, on
 # some backends: brevdev/brev-cli pkg/cmd/scale/scale.go @v0.6.327): a spec that differs from the
 # recorded one, or from what Brev lists for the instance, is refused, naming the config key. Only a new
 # host.name makes a new instance.
+# ACTION=wait: wait until Brev reports the instance RUNNING (`brev create` exits 0 even when the instance
+# never gets there); refuse one that is stopped or failed.
 # ACTION=delete: delete the instance by the id recorded when it was created (a name may by then belong
 # to another instance), only when DELETE_ON_DESTROY is true and the marker says this stack created it.
 #
@@ -26,7 +31,7 @@
 # READY_TIMEOUT_SECONDS, POLL_SECONDS (optional).
 set -eu
 
-: "${ACTION:?ensure or delete}"
+: "${ACTION:?ensure, wait or delete}"
 : "${BREV_NAME:?instance name}"
 BREV_GPU_NAME="${BREV_GPU_NAME:-}"
 BREV_CLOUD="${BREV_CLOUD:-}"
@@ -94,7 +99,35 @@ if [ "${ACTION}" = delete ]; then
   exit 0
 fi
 
-[ "${ACTION}" = ensure ] || fail "unknown ACTION ${ACTION}: ensure or delete"
+# Until RUNNING, or a failure naming what to do. Prints `status=RUNNING`.
+wait_until_running() {
+  current=$(instance)
+  status=${current%% *}
+  deadline=$(( $(date +%s) + READY_TIMEOUT_SECONDS ))
+  while [ "${status}" != RUNNING ]; do
+    case "${status}" in
+      STOPPED|STOPPING) fail "instance ${BREV_NAME} is ${status}: start it (\`brev start ${BREV_NAME}\`), then retry" ;;
+      FAILURE|DELETING) fail "instance ${BREV_NAME} is ${status} in Brev: delete it or choose another host.name" ;;
+      "") fail "instance ${BREV_NAME} is not listed by \`brev ls\`" ;;
+    esac
+    if [ "$(date +%s)" -ge "${deadline}" ]; then
+      fail "instance ${BREV_NAME} is still ${status} after ${READY_TIMEOUT_SECONDS}s; check \`brev ls\`, then retry (the instance is recorded as this stack's)"
+    fi
+    log "instance ${BREV_NAME} is ${status}; waiting for RUNNING"
+    sleep "${POLL_SECONDS}"
+    current=$(instance)
+    status=${current%% *}
+  done
+  log "instance ${BREV_NAME} is RUNNING"
+  echo "status=RUNNING"
+}
+
+if [ "${ACTION}" = wait ]; then
+  wait_until_running
+  exit 0
+fi
+
+[ "${ACTION}" = ensure ] || fail "unknown ACTION ${ACTION}: ensure, wait or delete"
 
 # A spec recorded earlier that config no longer asks for: Brev cannot change it in place.
 refuse_change() {
@@ -117,9 +150,15 @@ if [ -z "${current}" ]; then
     set -- "$@" --type "${BREV_INSTANCE_TYPE}"
   fi
   log "brev $*"
-  brev "$@" </dev/null >&2
+  if ! brev "$@" </dev/null >&2; then
+    # There was no instance of this name before: one listed now is this stack's, billed, and must be recorded.
+    current=$( (instance) 2>/dev/null || true)
+    [ -n "${current}" ] || fail "\`brev $*\` failed and no instance ${BREV_NAME} exists; retry"
+    log "\`brev create\` failed, but instance ${BREV_NAME} exists: recording it as this stack's"
+  fi
   created=true
-  current=$(instance)
+  current=$( (instance) 2>/dev/null || true)
+  [ -n "${current}" ] || log "instance ${BREV_NAME} is not listed yet: recorded without an id, so a delete goes by name"
 else
   log "instance ${BREV_NAME} already exists (${current%% *})"
   # What Brev lists for it: its GPU (matched as `brev create --gpu-name` matches) and its exact type.
@@ -136,24 +175,7 @@ else
   fi
 fi
 
-status=${current%% *}
-deadline=$(( $(date +%s) + READY_TIMEOUT_SECONDS ))
-while [ "${status}" != RUNNING ]; do
-  case "${status}" in
-    STOPPED|STOPPING) fail "instance ${BREV_NAME} is ${status}: start it (\`brev start ${BREV_NAME}\`), then retry" ;;
-    FAILURE|DELETING) fail "instance ${BREV_NAME} is ${status} in Brev: delete it or choose another host.name" ;;
-    "") fail "instance ${BREV_NAME} is not listed by \`brev ls\` after \`brev create\`" ;;
-  esac
-  if [ "$(date +%s)" -ge "${deadline}" ]; then
-    fail "instance ${BREV_NAME} is still ${status} after ${READY_TIMEOUT_SECONDS}s; check \`brev ls\`, then retry"
-  fi
-  log "instance ${BREV_NAME} is ${status}; waiting for RUNNING"
-  sleep "${POLL_SECONDS}"
-  current=$(instance)
-  status=${current%% *}
-done
-log "instance ${BREV_NAME} is RUNNING"
-id=$(printf '%s' "${current}" | cut -d' ' -f2)
+id=$(printf '%s' "${current}" | cut -s -d' ' -f2)
 echo "created=${created}"
 echo "id=${id}"
 echo "gpuName=${BREV_GPU_NAME}"
