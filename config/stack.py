@@ -69,6 +69,15 @@ class StackConfig(ConfigModel):
                     )
                 )
             seen.add(tenant.name)
+            if tenant.name in self.vcluster.remove_tenants:
+                issues.append(
+                    ConfigIssue(
+                        ("tenants", i, "name"),
+                        tenant.name,
+                        "is also in gpu-tenancy:vcluster.removeTenants: keep the team (drop it from removeTenants) "
+                        "or delete it (drop its tenants entry)",
+                    )
+                )
             if tenant.queue not in tree.index:
                 issues.append(
                     ConfigIssue(

@@ -144,8 +144,8 @@ def _node_ports(name: str, ports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class RealisticMocks(Mocks):
     """Outputs shaped like the real providers', so code that reads outputs is exercised.
 
-    `previous` is what the world holds from earlier `up`s ({} for a fresh stack): `nodePorts`, the node-port
-    memory on the host as the last `up` wrote it; `brevAddress`, where the Brev instance answers SSH now.
+    `previous` is what the world holds from earlier `up`s ({} for a fresh stack): `nodePorts` and `tenants`, the
+    host's memory as the last `up` wrote it; `brevAddress`, where the Brev instance answers SSH now.
     """
 
     def __init__(self, previous: Mapping[str, Any] | None = None) -> None:
@@ -184,9 +184,13 @@ class RealisticMocks(Mocks):
     def _read(self, typ: str, resource_id: str) -> dict[str, Any]:
         """What a read finds once the gates have passed: a tenant's kubeconfig, a GPU node, the last `up`'s outputs."""
         if typ == CONFIG_MAP:
-            # The node-port memory, as the previous `up` wrote it (nothing on a fresh cluster).
+            # The host's memory, as the previous `up` wrote it (nothing on a fresh cluster).
             namespace, name = resource_id.split("/")
-            data = {"ports.json": json.dumps(self.previous["nodePorts"])} if "nodePorts" in self.previous else {}
+            data = {
+                key: json.dumps(self.previous[field])
+                for field, key in (("nodePorts", "ports.json"), ("tenants", "tenants.json"))
+                if field in self.previous
+            }
             return {"metadata": {"namespace": namespace, "name": name}, "data": data}
         if typ == ENDPOINT_SLICE:
             address, port = API_SERVER_ENDPOINT

@@ -49,13 +49,12 @@ class ProgramRun:
     """Each provider function the program called, with its arguments: (token, args)."""
 
     def world_after(self) -> dict[str, Any]:
-        """What this `up` leaves for the next one to find (the `previous` of run_main): the node-port memory it wrote
-        on the host."""
+        """What this `up` leaves for the next one to find (the `previous` of run_main): the memory it wrote on the
+        host (the node ports, and which teams there are)."""
         for registration in self.registrations:
-            if registration.type == "kubernetes:core/v1:ConfigMapPatch" and "ports.json" in (
-                registration.inputs.get("data") or {}
-            ):
-                return {"nodePorts": json.loads(registration.inputs["data"]["ports.json"])}
+            data = registration.inputs.get("data") or {}
+            if registration.type == "kubernetes:core/v1:ConfigMapPatch" and "ports.json" in data:
+                return {"nodePorts": json.loads(data["ports.json"]), "tenants": json.loads(data["tenants.json"])}
         return {}
 
     def of_type(self, type_: str) -> list[Registration]:
@@ -225,6 +224,7 @@ def attempt_main(
     *,
     stack: str = "dev",
     preview: bool = False,
+    previous: Mapping[str, Any] | None = None,
 ) -> tuple[BaseException | None, ProgramRun]:
     """Like run_main, but hands back the error together with whatever was registered before it."""
     attempt = Attempt()
@@ -236,6 +236,7 @@ def attempt_main(
             stack=stack,
             attempt=attempt,
             preview=preview,
+            previous=previous,
             secret_config=secret_config,
         )
     except Exception as error:

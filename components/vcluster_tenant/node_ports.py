@@ -1,4 +1,4 @@
-"""Each tenant's node ports, remembered on the host cluster from one `up` to the next.
+"""Each tenant's node ports, and which teams there are, remembered on the host cluster from one `up` to the next.
 
 The assignment itself is pure (config.vcluster_tenant.node_ports); what it starts from is a
 ConfigMap on the host, `kube-system/gpu-tenancy-node-ports`, that every `up` reads and then
@@ -8,10 +8,12 @@ output does not: a failed `up` (the stack's outputs are written only when the pr
 finishes), a switch to `sni` and back (the ports stay remembered while unused), and any
 backend layout (a StackReference to the stack itself needs the project-scoped name).
 
-NodePortMemory owns three resources: the ConfigMap, created empty once and never rewritten by its own
-resource (`ignore_changes: data`); a read of it, which sees what the last `up` wrote (in
-a preview too; in a fresh stack's preview it is unknown); and a server-side-apply patch
-that writes this `up`'s assignment.
+The memory also holds the teams this `up` configured (`tenants.json`), so that the next one
+refuses to delete a team the operator did not name in `vcluster.removeTenants`
+(config/vcluster_tenant/removals.py). NodePortMemory owns three resources: the ConfigMap,
+created empty once and never rewritten by its own resource (`ignore_changes: data`); a
+read of it, which sees what the last `up` wrote (in a preview too; in a fresh stack's
+preview it is unknown); and a server-side-apply patch that writes this `up`'s assignment.
 """
 
 import json
@@ -31,13 +33,20 @@ from config.vcluster_tenant.node_ports import (
     previous_ports,
     remembered_after,
 )
+from config.vcluster_tenant.removals import (
+    PORTS_KEY,
+    TENANTS_KEY,
+    previous_tenants,
+    removal_problems,
+    undeclared_removals,
+)
 from config.vcluster_tenant.tenants import proxies_kubelets_by_hostname
 
 NODE_PORTS_OUTPUT = "nodePorts"
 """The stack output that shows which node ports each tenant holds."""
 MEMORY_NAMESPACE = "kube-system"
 MEMORY_NAME = "gpu-tenancy-node-ports"
-MEMORY_KEY = "ports.json"
+MEMORY_KEY = PORTS_KEY
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,16 @@ def _stored(text: str | None) -> dict[str, TenantPorts]:
         return {}
 
 
+def _removals_declared(settings: StackConfig, data: dict[str, str] | None) -> dict[str, str] | None:
+    """The memory, once no team it lists would go without being named in vcluster.removeTenants; else the run ends
+    with the fix."""
+    tenants = [tenant.name for tenant in settings.tenants]
+    gone = undeclared_removals(previous_tenants(data), tenants, settings.vcluster.remove_tenants)
+    if gone:
+        raise pulumi.RunError(str(ConfigError(removal_problems(gone))))
+    return data
+
+
 def _assign(settings: StackConfig, stored: str | None) -> PortAssignment:
     """This `up`'s ports (none with expose sni); a user-set port another tenant holds ends the run with the fix."""
     if settings.vcluster.expose != "nodePort":
@@ -95,12 +114,6 @@ class NodePortMemory(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:NodePortMemory", name, None, opts)
         settings = args.settings
         child = pulumi.ResourceOptions(parent=self)
-        if not settings.tenants:
-            # Nothing to remember: no ConfigMap on a cluster without teams.
-            self.assignment = pulumi.Output.from_input(PortAssignment())
-            self.remembered = []
-            self.register_outputs({"assignment": {}})
-            return
         metadata = {"name": MEMORY_NAME, "namespace": MEMORY_NAMESPACE, "labels": dict(MANAGED_BY)}
         memory = k8s.core.v1.ConfigMap(
             f"{name}-configmap",
@@ -108,9 +121,13 @@ class NodePortMemory(pulumi.ComponentResource):
             data={},
             opts=child.merge(pulumi.ResourceOptions(ignore_changes=["data"])),
         )
-        stored = k8s.core.v1.ConfigMap.get(
+        # Kept whether or not there are teams: removing the last one is a removal like any other.
+        held = k8s.core.v1.ConfigMap.get(
             f"{name}-read", memory.id, opts=child.merge(pulumi.ResourceOptions(depends_on=[memory]))
-        ).data.apply(lambda data: (data or {}).get(MEMORY_KEY))
+        ).data
+        stored = held.apply(lambda data: _removals_declared(settings, data)).apply(
+            lambda data: (data or {}).get(MEMORY_KEY)
+        )
         self.assignment = stored.apply(lambda text: _assign(settings, text))
         tenants = [tenant.name for tenant in settings.tenants]
         written = pulumi.Output.all(self.assignment, stored).apply(
@@ -119,7 +136,7 @@ class NodePortMemory(pulumi.ComponentResource):
         patch = k8s.core.v1.ConfigMapPatch(
             f"{name}-write",
             metadata={**metadata, "annotations": {"pulumi.com/patchForce": "true"}},
-            data={MEMORY_KEY: written},
+            data={MEMORY_KEY: written, TENANTS_KEY: json.dumps(sorted(tenants))},
             opts=child.merge(pulumi.ResourceOptions(depends_on=[memory])),
         )
         self.remembered = [patch]

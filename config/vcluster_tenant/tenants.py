@@ -274,6 +274,11 @@ class VClusterConfig(ConfigModel):
         description="More address ranges tenant pods may not reach, e.g. the nodes' public addresses "
         "when host.address is a DNS name or the cluster has several nodes.",
     )
+    remove_tenants: list[TenantName] = Field(
+        default_factory=list,
+        description="Teams whose host namespace, volumes and data the next up deletes: a team dropped from "
+        "tenants without being named here is refused, so that no data goes by a slip in one list.",
+    )
     priority_classes: list[PriorityClassName] = Field(
         default_factory=lambda: list(KAI_PRIORITY_CLASSES),
         description="The classes a team may name with the pod label priorityClassName (KAI's by default); "
