@@ -216,7 +216,7 @@ def test_validate_only_admission_removes_just_the_mutating_policies(base: Progra
     assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for them"
 
 
-WORKER_STEPS = {"brev-instance", "brev-running", "preflight", "microk8s", "node", "join", "kubelet", "ready"}
+WORKER_STEPS = {"brev-instance", "brev-running", "preflight", "microk8s", "node", "join", "channel", "kubelet", "ready"}
 
 
 def test_adding_a_worker_touches_no_tenant_and_removing_it_restores_the_stack(base: ProgramRun) -> None:

@@ -281,13 +281,15 @@ def test_every_worker_is_preflighted_joined_and_awaited(ssh_run: ProgramRun) -> 
         join = _step(ssh_run, f"{address}-join")
         assert join.inputs["connection"]["host"] == address
         assert join.inputs["connection"]["user"] == "ubuntu", "a worker's user defaults to the host's"
-        for step in ("preflight", "microk8s", "join", "kubelet"):
+        for step in ("preflight", "microk8s", "join", "channel", "kubelet"):
             assert _step(ssh_run, f"{address}-{step}").inputs["connection"]["host"] == address
         for step in ("node", "ready"):
             assert _step(ssh_run, f"{address}-{step}").inputs["connection"]["host"] == "203.0.113.20"
         # The join writes the control plane's kubelet arguments over the worker's: the platform's come after.
         kubelet = _step(ssh_run, f"{address}-kubelet")
-        assert kubelet.depends_on(join)
+        channel = _step(ssh_run, f"{address}-channel")
+        assert channel.depends_on(join)
+        assert kubelet.depends_on(channel)
         assert _step(ssh_run, f"{address}-ready").depends_on(kubelet)
 
 
@@ -312,20 +314,45 @@ def test_removing_a_worker_undoes_its_steps_in_reverse(ssh_run: ProgramRun) -> N
     deletes = {step.name: script_input(step.inputs["delete"], "ACTION") for step in (ready, join, claim)}
     assert deletes == {ready.name: "drain", join.name: "leave", claim.name: "remove"}
     assert ready.depends_on(_step(ssh_run, f"{worker}-kubelet"))
-    assert _step(ssh_run, f"{worker}-kubelet").depends_on(join)
+    assert _step(ssh_run, f"{worker}-kubelet").depends_on(_step(ssh_run, f"{worker}-channel"))
+    assert _step(ssh_run, f"{worker}-channel").depends_on(join)
     assert join.depends_on(claim)
     assert join.depends_on(install)
     assert "microk8s-remove" not in join.inputs.get("delete", "")
     assert install.inputs["delete"], "MicroK8s comes off the worker after it left, if this stack put it there"
 
 
+def _worker_keys(run: ProgramRun) -> list[str]:
+    keys = [r.name.removeprefix("host-").removesuffix("-join") for r in run.of_type(REMOTE) if r.name.endswith("-join")]
+    return sorted(keys, key=lambda key: [int(part) for part in re.findall(r"\d+", key)])
+
+
 @pytest.mark.parametrize("build", [_ssh, _brev], ids=["ssh", "brev"])
-def test_workers_join_in_parallel(build: Any) -> None:
+def test_workers_install_and_join_in_parallel(build: Any) -> None:
+    """The long steps (install, join) of six workers take as long as those of two."""
     two, six = build(2), build(6)
-    assert len(six.of_type(REMOTE)) > len(two.of_type(REMOTE))
-    assert len(six.longest_chain()) == len(two.longest_chain())
-    steps = [re.sub(r"^host-(w\d+|[\d.]+)-", "host-<worker>-", r.name) for r in six.longest_chain()]
-    assert "host-<worker>-join" in steps, "the chain runs through a worker's join"
+    depth = {len(run.longest_chain(_step(run, f"{key}-join"))) for run in (two, six) for key in _worker_keys(run)}
+    assert len(depth) == 1
+
+
+@pytest.mark.parametrize("build", [_ssh, _brev], ids=["ssh", "brev"])
+def test_an_upgrade_goes_control_plane_first_then_one_worker_at_a_time(build: Any) -> None:
+    """A changed versions.microk8s refreshes each worker only in its channel step, which waits for the control
+    plane's whole bootstrap and for the worker before it to be Ready again; the install step ignores it."""
+    run = build(3)
+    keys = _worker_keys(run)
+    before = _step(run, "kubeconfig")
+    for key in keys:
+        install, channel = _step(run, f"{key}-microk8s"), _step(run, f"{key}-channel")
+        assert "create" in install.ignore_changes, "the install step never refreshes"
+        assert script_input(channel.inputs["create"], "MICROK8S_CHANNEL") == run_channel(run)
+        assert channel.inputs["triggers"] == [run_channel(run)]
+        assert channel.depends_on(before), f"{channel.name} does not wait for {before.name}"
+        before = _step(run, f"{key}-ready")
+
+
+def run_channel(run: ProgramRun) -> str:
+    return str(script_input(_step(run, "microk8s").inputs["create"], "MICROK8S_CHANNEL"))
 
 
 def test_the_gpu_gate_waits_for_every_worker_and_checks_every_node(ssh_run: ProgramRun) -> None:

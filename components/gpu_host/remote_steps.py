@@ -21,6 +21,7 @@ def remote_step(
     delete: pulumi.Input[str] | None = None,
     secret_output: bool = False,
     stdin: pulumi.Input[str] | None = None,
+    ignore_changes: Sequence[str] = (),
 ) -> command.remote.Command:
     """The rendered script, run once `after` finished.
 
@@ -51,6 +52,7 @@ def remote_step(
             parent=parent,
             depends_on=list(after),
             additional_secret_outputs=["stdout"] if secret_output else None,
+            ignore_changes=list(ignore_changes) or None,
         ),
     )
 

@@ -1,14 +1,21 @@
-"""Worker nodes: more GPU machines joined to the MicroK8s control plane, all at once.
+"""Worker nodes: more GPU machines joined to the MicroK8s control plane, installed all at once, upgraded one by one.
 
-Every worker goes through the same steps, in parallel with the other workers, so a
-cluster of seven machines is ready as soon as one of two would be:
+Every worker goes through the same steps, the long ones (install, join) in parallel with the
+other workers, so a cluster of seven machines is ready soon after one of two would be:
 
 - on the worker: preflight (its GPUs, as on the control plane), then MicroK8s from the same channel;
 - on the control plane: claim the worker's node name;
 - on the control plane, once for all workers: a fresh single-use join token per worker that is not a
   node yet (secret, never logged);
-- on the worker: join with its token, then the platform's kubelet arguments; on the control plane: wait
-  until its node is Ready.
+- on the worker: join with its token; then MicroK8s held at the stack's channel (a no-op on a new
+  worker, the refresh when `versions.microk8s` changes), the platform's kubelet arguments, and on the
+  control plane a wait until its node is Ready.
+
+The channel step of each worker waits for the control plane's whole bootstrap (refreshed, Ready,
+its add-ons and kubeconfig) and for the worker before it to be Ready again: an upgrade goes
+control plane first, then one worker at a time, never a node newer than its API server and never
+two nodes away at once. The install step ignores later channel changes, so only the channel step
+refreshes.
 
 Each step undoes itself in reverse when the worker is removed: drain the node, leave the cluster,
 remove the node, then MicroK8s comes off the worker if this stack installed it.
@@ -148,6 +155,8 @@ def join_workers(
                 parent=parent,
                 after=[preflight],
                 delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
+                # The channel step refreshes, in order; this one would do it at once, beside the control plane's.
+                ignore_changes=["create"],
             )
         )
         # Last to go: the node is removed once the worker has left the cluster.
@@ -169,6 +178,7 @@ def join_workers(
     )
     tickets = tokens.stdout.apply(parse_join_tickets)
     ready: list[pulumi.Resource] = []
+    upgraded_before: list[pulumi.Resource] = [control_plane.running]
     for worker, node, install, claim in zip(workers, nodes, installs, claims, strict=True):
         prefix = f"{name}-{worker.key}"
         urls = pulumi.Output.all(tickets, node, control_plane.address).apply(
@@ -184,6 +194,15 @@ def join_workers(
             after=[install, claim, tokens],
             delete=remote_command("worker-join.sh", {"ACTION": "leave"}),
         )
+        channel = remote_step(
+            f"{prefix}-channel",
+            connection=worker.connection,
+            script="microk8s-install.sh",
+            inputs={"MICROK8S_CHANNEL": checks.channel, "MARKER_DIR": MARKER_DIR},
+            parent=parent,
+            after=[join, *upgraded_before],
+            triggers=[checks.channel],
+        )
         # The join wrote the control plane's arguments over the worker's: the platform's are set after it.
         kubelet = remote_step(
             f"{prefix}-kubelet",
@@ -191,11 +210,13 @@ def join_workers(
             script="kubelet-args.sh",
             inputs={"KUBELET_FLAGS": checks.kubelet_flags},
             parent=parent,
-            after=[join],
+            after=[channel],
             triggers=[checks.channel],
         )
         # First to go: the node is drained while it is still in the cluster.
-        ready.append(
-            _node_step(f"{prefix}-ready", "ready", "drain", node, connection=cp, parent=parent, after=[kubelet])
+        node_ready = _node_step(
+            f"{prefix}-ready", "ready", "drain", node, connection=cp, parent=parent, after=[kubelet]
         )
+        ready.append(node_ready)
+        upgraded_before = [node_ready]
     return JoinedWorkers(nodes, ready)
