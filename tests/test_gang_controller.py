@@ -25,6 +25,7 @@ from components.gang_controller import GANG_CONTROLLER_USER
 from components.gang_controller.gangcontrol import gangs
 from components.gang_controller.gangcontrol.kube import Api
 from components.gang_controller.gangcontrol.run import Controller, Settings
+from components.vcluster_tenant import gang_rules
 from config import names, upstream
 from harness import ProgramRun, dev_settings, run_main
 from harness.lab.kube import ApiError
@@ -146,9 +147,9 @@ def here(world: World) -> World:
 
 
 @contextmanager
-def controller(world: World) -> Iterator[threading.Event]:
+def controller(world: World, grace: float = GRACE) -> Iterator[threading.Event]:
     stop = threading.Event()
-    running = Controller(world.api(), Settings(grace_seconds=GRACE, resync_seconds=1, backoff_seconds=0.1))
+    running = Controller(world.api(), Settings(grace_seconds=grace, resync_seconds=1, backoff_seconds=0.1))
     thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
     thread.start()
     try:
@@ -221,6 +222,28 @@ def test_a_pod_group_outlives_its_last_pod_by_the_grace_period_and_no_longer(her
         deleted_at = time.monotonic()
         eventually(lambda: not here.own_groups())
         assert time.monotonic() - deleted_at >= GRACE - 0.1
+
+
+def test_a_job_resubmitted_with_another_size_gets_a_matching_pod_group_at_once(here: World) -> None:
+    """Its old PodGroup, unused, is marked empty: the real admission policy lets the new pods join it, and the
+    controller fits it to them, long before the grace period would have let the old one go."""
+    grace = 120.0
+    with controller(here, grace=grace):
+        old = [here.pod(name, gang="bert", size="2") for name in ("a", "b")]
+        eventually(lambda: len(here.own_groups()) == 1)
+        for pod in old:
+            here.delete_pod(pod)
+        eventually(lambda: gangs.is_empty(here.own_groups()[GROUP]))
+        resubmitted = time.monotonic()
+        for index in range(3):
+            here.pod(f"c-{index}", gang="bert", size="3", labels={"priorityClassName": "build"})
+        eventually(lambda: not gangs.is_empty(here.own_groups()[GROUP]))
+        spec = here.own_groups()[GROUP]["spec"]
+        assert (spec["minMember"], spec["priorityClassName"], spec["queue"]) == (3, "build", "team-nlp")
+        assert time.monotonic() - resubmitted < grace / 4
+        # In use again, the group refuses a pod of another size, as before.
+        with pytest.raises(ApiError, match="disagrees with PodGroup"):
+            here.pod("d", gang="bert", size="2", labels={"priorityClassName": "build"})
 
 
 def _kais_pod_group(here: World, pod: Json) -> Json:
@@ -338,6 +361,8 @@ def test_the_program_and_the_platform_name_things_alike() -> None:
     assert gangs.DEFAULT_PRIORITY_CLASS == upstream.DEFAULT_PRIORITY_CLASS
     assert gangs.SYNCED_POD_LABEL == upstream.SYNCED_POD_LABEL
     assert upstream.POD_GROUP_API[0] == gangs.POD_GROUP_API_VERSION
+    assert gang_rules.GANG_EMPTY_LABEL == gangs.EMPTY_LABEL
+    assert gang_rules.CONTROLLER_PODGROUP_LABELS == dict([gangs.OWNED])
 
 
 def test_a_lws_group_takes_its_size_from_lws() -> None:

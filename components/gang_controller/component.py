@@ -49,7 +49,7 @@ def read_rules() -> list[dict[str, Any]]:
 
 def write_rules() -> list[dict[str, Any]]:
     return [
-        {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["create", "delete"]},
+        {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["create", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
 

@@ -39,6 +39,9 @@ PODGROUP_POLICY = "gpu-tenancy-tenant-podgroups"
 CONSISTENCY_POLICY = "gpu-tenancy-gang-consistency"
 CONTROLLER_PODGROUP_LABELS = {"app.kubernetes.io/managed-by": "gpu-tenancy-gang-controller"}
 """What the gang controller puts on its PodGroups (components/gang_controller/gangcontrol/gangs.py OWNED)."""
+GANG_EMPTY_LABEL = "gpu-tenancy/gang-empty"
+"""The gang controller's mark on a PodGroup no pod uses (gangs.py EMPTY_LABEL): a pod of another shape may join
+it, and the controller fits the group to it."""
 
 _LWS_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 
@@ -189,6 +192,13 @@ def consistency_policy_spec(pod_rules: dict[str, Any], synced: dict[str, str]) -
             {"name": "priority", "expression": f"{priority} != '' ? {priority} : '{DEFAULT_PRIORITY_CLASS}'"},
             {"name": "preemptibility", "expression": value("object", "labels", PREEMPTIBILITY_LABEL)},
             {
+                "name": "emptied",
+                "expression": (
+                    f"has(params.metadata.labels) && '{GANG_EMPTY_LABEL}' in params.metadata.labels && "
+                    f"params.metadata.labels['{GANG_EMPTY_LABEL}'] == 'true'"
+                ),
+            },
+            {
                 "name": "agrees",
                 "expression": (
                     "params.spec.minMember == int(variables.gangSize) && "
@@ -199,7 +209,7 @@ def consistency_policy_spec(pod_rules: dict[str, Any], synced: dict[str, str]) -
         ],
         "validations": [
             validation(
-                "params.metadata.name != variables.group || variables.agrees",
+                "params.metadata.name != variables.group || variables.agrees || variables.emptied",
                 "a pod of a gang must agree with its PodGroup on the gang's size, priority class and preemptibility",
                 "'this pod disagrees with PodGroup ' + variables.group + ' (' + string(params.spec.minMember) + "
                 "' pods, ' + (has(params.spec.priorityClassName) ? params.spec.priorityClassName : '') + "

@@ -26,6 +26,10 @@ OWNED = ("app.kubernetes.io/managed-by", "gpu-tenancy-gang-controller")
 """On every PodGroup this program makes: it lists by this label, but a label proves nothing (made_here)."""
 FIELD_MANAGER = "gpu-tenancy-gang-controller"
 """The field manager of this program's creates: the API server records it in managedFields."""
+EMPTY_LABEL = "gpu-tenancy/gang-empty"
+"""On a PodGroup of this program's that no pod uses now: the admission policy lets a pod of another size (or
+priority) join it, and this program then fits the group to the new pods, so a job resubmitted with another shape
+need not wait out the grace period."""
 GROUP_LABEL = "gpu-tenancy/gang-of"
 """On a PodGroup: the tenant whose gang it is."""
 POD_GROUP_API_VERSION = "scheduling.run.ai/v2alpha2"
@@ -175,6 +179,8 @@ def gangs_of(pods: Iterable[GangPod], tenants: Mapping[str, Tenant]) -> dict[Key
 @dataclass
 class Plan:
     create: list[dict[str, Any]] = field(default_factory=list)
+    patch: list[tuple[Key, dict[str, Any]]] = field(default_factory=list)
+    """Merge patches: an unused group marked empty, or an empty one fitted to its new pods and unmarked."""
     delete: list[Key] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -251,6 +257,8 @@ def plan(
             continue
         if key not in existing:
             result.create.append(gang.pod_group())
+        elif is_empty(existing[key]):
+            result.patch.append((key, _refit(existing[key], gang)))
         size = gang.pods[0].size
         message = f"in gang {gang.name}: its {size} pods start together, in queue {gang.queue}"
         _report(result, memory, gang, reason="GangFormed", message=message, identity="formed", kind="Normal")
@@ -261,12 +269,30 @@ def plan(
     for key in existing:
         if key in gangs:
             continue
+        if not is_empty(existing[key]):
+            result.patch.append((key, {"metadata": {"labels": {EMPTY_LABEL: "true"}}}))
         since = memory.empty_since.setdefault(key, now)
         if now - since >= grace_seconds:
             result.delete.append(key)
             memory.empty_since.pop(key)
             memory.reported = {entry for entry in memory.reported if entry[0] != key}
     return result
+
+
+def is_empty(pod_group: Mapping[str, Any]) -> bool:
+    return ((pod_group.get("metadata") or {}).get("labels") or {}).get(EMPTY_LABEL) == "true"
+
+
+def _refit(pod_group: Mapping[str, Any], gang: Gang) -> dict[str, Any]:
+    """The merge patch that unmarks an empty group, with the spec its new pods ask for where it differs."""
+    patch: dict[str, Any] = {"metadata": {"labels": {EMPTY_LABEL: None}}}
+    wanted = gang.pod_group()["spec"]
+    have = pod_group.get("spec") or {}
+    changed = {key: wanted.get(key) for key in ("minMember", "priorityClassName", "preemptibility")}
+    changed = {key: value for key, value in changed.items() if have.get(key) != value}
+    if changed:
+        patch["spec"] = changed
+    return patch
 
 
 def _report(

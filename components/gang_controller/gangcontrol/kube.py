@@ -52,7 +52,9 @@ class Api:
         request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Accept", "application/json")
         if data is not None:
-            request.add_header("Content-Type", "application/json")
+            # This program's only PATCH is a JSON merge patch (RFC 7386), which a custom resource accepts.
+            kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+            request.add_header("Content-Type", kind)
         if self.token_file:
             with open(self.token_file) as token:
                 request.add_header("Authorization", f"Bearer {token.read().strip()}")

@@ -6,6 +6,7 @@ namespaces and this program's PodGroups (with their scheduling conditions) are l
 again at each resync; pods are kept current by the watch.
 """
 
+import json
 import logging
 import os
 import signal
@@ -106,6 +107,8 @@ class Controller:
         )
         for group in todo.create:
             self._create(group)
+        for key, patch in todo.patch:
+            self._patch(key, patch)
         for namespace, name in todo.delete:
             self._delete(namespace, name)
         for event in todo.events:
@@ -126,6 +129,19 @@ class Controller:
             found = self.api.request("GET", f"{POD_GROUPS_IN}/{namespace}/podgroups/{name}")
             if made_here(found):
                 self.pod_groups[(namespace, name)] = found
+
+    def _patch(self, key: Key, patch: dict[str, Any]) -> None:
+        namespace, name = key
+        try:
+            self.pod_groups[key] = self.api.request(
+                "PATCH",
+                f"{POD_GROUPS_IN}/{namespace}/podgroups/{name}",
+                patch,
+                fieldManager=FIELD_MANAGER,
+            )
+            log.info("PodGroup %s/%s: %s", namespace, name, json.dumps(patch, sort_keys=True))
+        except ApiError as error:
+            log.error("could not change PodGroup %s/%s: %s", namespace, name, error)
 
     def _delete(self, namespace: str, name: str) -> None:
         try:
