@@ -362,7 +362,7 @@ def test_the_program_and_the_platform_name_things_alike() -> None:
     assert gangs.SYNCED_POD_LABEL == upstream.SYNCED_POD_LABEL
     assert upstream.POD_GROUP_API[0] == gangs.POD_GROUP_API_VERSION
     assert gang_rules.GANG_EMPTY_LABEL == gangs.EMPTY_LABEL
-    assert gang_rules.CONTROLLER_PODGROUP_LABELS == dict([gangs.OWNED])
+    assert dict([gangs.OWNED]) == gang_rules.CONTROLLER_PODGROUP_LABELS
 
 
 def test_a_lws_group_takes_its_size_from_lws() -> None:

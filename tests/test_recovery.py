@@ -47,8 +47,19 @@ def test_the_steps_the_runbook_drops_are_those_that_need_the_dead_machine(with_w
     assert named == on_worker
 
 
+def test_the_runbook_forgets_a_dead_cluster_with_the_tool_the_repository_ships() -> None:
+    """The dead-cluster steps: export, forget, import (tests/test_dead_cluster.py tests the tool)."""
+    for command in (
+        "pulumi stack export --file before.json",
+        "python3 -m ops.forget_cluster before.json > after.json",
+        "pulumi stack import --file after.json",
+    ):
+        assert command in RUNBOOK
+    assert (ROOT / "ops" / "forget_cluster.py").is_file()
+
+
 def test_pulumi_k8s_delete_unreachable_reaches_every_kubernetes_provider() -> None:
-    """The program sets no deleteUnreachable of its own: the variable the runbook gives is what decides."""
+    """The program sets no deleteUnreachable of its own: the variable the runbook names is what decides."""
     assert "PULUMI_K8S_DELETE_UNREACHABLE=true" in RUNBOOK
     plain = run_main(dev_settings(), shared=False)
     providers = plain.of_type("pulumi:providers:kubernetes")

@@ -37,16 +37,19 @@ def helm_release(
     values: pulumi.Input[Mapping[str, Any]] | None = None,
     timeout_seconds: int = HELM_TIMEOUT_SECONDS,
     secret_values: bool = False,
+    free_name_first: bool = True,
     **options: Any,
 ) -> k8s.helm.v3.Release:
     """A release of `spec`; `values` replaces the spec's when they are only known as an Output. `secret_values`:
     they came from config with a secret inside, and stay secret in the release's inputs, state and previews.
 
-    Deleted before it is replaced: a replacement (new name or namespace) would
-    otherwise install the new release while the old one still owns the chart's
+    Deleted before it is replaced (`free_name_first`): a replacement (new name or namespace)
+    would otherwise install the new release while the old one still owns the chart's
     cluster-scoped objects, and Helm refuses a name that is still in use
     (helm/helm pkg/action/install.go @v3.20.2; pulumi-kubernetes leaves
-    deleteBeforeReplace false: provider/pkg/provider/helm_release.go @v4.32.0).
+    deleteBeforeReplace false: provider/pkg/provider/helm_release.go @v4.32.0). A release
+    whose name and namespace never change (a team's) is replaced only when its cluster is
+    (a new clusterIdentifier): then the old one is deleted last, after every new step.
     """
     oci = spec.chart.startswith("oci://")
     given: pulumi.Input[Mapping[str, Any]] = dict(spec.values) if values is None else values
@@ -61,5 +64,5 @@ def helm_release(
         timeout=timeout_seconds,
         max_history=HELM_HISTORY,
         **options,
-        opts=opts.merge(pulumi.ResourceOptions(delete_before_replace=True)),
+        opts=opts.merge(pulumi.ResourceOptions(delete_before_replace=free_name_first)),
     )

@@ -131,6 +131,9 @@ class VClusterTenant(pulumi.ComponentResource):
             values=values,
             namespace=self.namespace,
             secret_values=args.secret_values,
+            # Its name and namespace are the team's, fixed: it is replaced only on a new cluster, and then the old
+            # team keeps running until the new one has passed its gate (the old release goes last).
+            free_name_first=False,
             opts=host.merge(
                 pulumi.ResourceOptions(
                     # No synced pod, and no control plane, ever runs outside the fence.
