@@ -79,8 +79,8 @@ def test_dev_stack_is_one_chain_from_brev_to_kai(dev_run: ProgramRun) -> None:
 @pytest.mark.parametrize(
     ("mode", "local", "remote"),
     [
-        ("brev", {"brev-instance", "brev-running"}, set(BOOTSTRAP_STEPS)),
-        ("ssh", set(), set(BOOTSTRAP_STEPS)),
+        ("brev", {"brev-instance", "brev-running"}, {*BOOTSTRAP_STEPS, "drift-check"}),
+        ("ssh", set(), {*BOOTSTRAP_STEPS, "drift-check"}),
         ("kubeconfig", set(), set()),
     ],
 )

@@ -126,6 +126,40 @@ def _set_kubelet(host: FakeHost, flags: list[str]) -> subprocess.CompletedProces
     return result
 
 
+@pytest.mark.parametrize(
+    ("by_hand", "difference"),
+    [
+        pytest.param({}, None, id="as-left"),
+        pytest.param({"channel": "1.37/stable"}, "microk8s tracks 1.37/stable", id="snap-refreshed"),
+        pytest.param({"flag": "--eviction-hard=memory.available<1Mi"}, "--eviction-hard=memory.available<1Mi", id="arg"),
+        pytest.param({"channel": ""}, "microk8s is not installed", id="snap-removed"),
+    ],
+)
+def test_the_drift_check_fails_with_every_hand_change(
+    host: FakeHost, by_hand: dict[str, str], difference: str | None
+) -> None:
+    """What `pulumi refresh` cannot see (remote commands implement no read): the check step reads the machine."""
+    host.state["FAKE_SNAP_CHANNEL"] = "1.36/stable"
+    _set_kubelet(host, KUBELET_DEFAULTS)
+    if "channel" in by_hand:
+        host.state["FAKE_SNAP_CHANNEL"] = by_hand["channel"]
+    if "flag" in by_hand:
+        name = by_hand["flag"].split("=", 1)[0]
+        lines = [line for line in host.kubelet_args if not line.startswith(name)] + [by_hand["flag"]]
+        Path(host.state["ARGS_FILE"]).write_text("\n".join(lines) + "\n")
+    inputs = {"MICROK8S_CHANNEL": "1.36/stable", "KUBELET_FLAGS": " ".join(KUBELET_DEFAULTS)}
+    before = len(host.calls())
+    result = host.run("host-drift.sh", inputs)
+    if difference is None:
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "drift=none"
+    else:
+        assert result.returncode != 0
+        assert difference in result.stderr
+    changes = [c for c in host.calls()[before:] if any(word in c for word in ("refresh", "restart", "tee", "install"))]
+    assert changes == [], "the check changes nothing"
+
+
 def test_the_kubelet_gets_the_platforms_arguments_once_and_keeps_microk8s_own(host: FakeHost) -> None:
     before = host.kubelet_args
     _set_kubelet(host, KUBELET_DEFAULTS)

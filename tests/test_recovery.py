@@ -71,3 +71,9 @@ def test_pulumi_k8s_delete_unreachable_reaches_every_kubernetes_provider() -> No
     assert all(
         p.inputs.get("deleteUnreachable") in (True, "true") for p in forced.of_type("pulumi:providers:kubernetes")
     )
+
+
+def test_the_drift_check_the_runbook_replaces_is_one_the_program_makes() -> None:
+    (template,) = re.findall(r"--replace '(urn:pulumi:<stack>::[^']+)'", RUNBOOK)
+    run = run_main(dev_settings(), stack="prod")
+    assert template.replace("<stack>", "prod") in {r.urn for r in run.registrations}

@@ -113,6 +113,7 @@ ADDRESS_MOVED = {
     "host-addons",
     "host-kubeconfig",
     "host-gpu-operator-check",
+    "host-drift-check",
     "host-cluster",
     *(f"{team}-vcluster" for team in TEAMS),
     *(f"{team}-workloads" for team in TEAMS),

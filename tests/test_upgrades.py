@@ -55,9 +55,11 @@ UPGRADES = {
             "host-gpu-operator-check",
             "host-gpu-gate",
         ],
-        updated=["host-microk8s"],
+        updated=["host-microk8s", "host-drift-check"],
     ),
-    "kubelet-arguments": Upgrade(_set("host.kubelet.podMaxPids", 8192), replaced=[], updated=["host-kubelet"]),
+    "kubelet-arguments": Upgrade(
+        _set("host.kubelet.podMaxPids", 8192), replaced=[], updated=["host-kubelet", "host-drift-check"]
+    ),
     "gpu-operator": Upgrade(
         _set("versions.gpuOperator", "v26.7.0"),
         replaced=["host-gpu-operator-check", "host-gpu-gate"],

@@ -230,7 +230,16 @@ class GpuHost(pulumi.ComponentResource):
         )
         kubelet = " ".join(kubelet_flags(host.kubelet))
         # A refresh may rewrite MicroK8s' arguments: after an upgrade the kubelet's are checked again.
-        step("kubelet", "kubelet-args.sh", {"KUBELET_FLAGS": kubelet}, triggers=[channel])
+        kubelet_step = step("kubelet", "kubelet-args.sh", {"KUBELET_FLAGS": kubelet}, triggers=[channel])
+        # Outside the chain: nothing waits for it. `pulumi up --replace` on it checks the machine again.
+        remote_step(
+            f"{self._name}-drift-check",
+            connection=connection,
+            script="host-drift.sh",
+            inputs={"MICROK8S_CHANNEL": channel, "KUBELET_FLAGS": kubelet},
+            parent=self,
+            after=[kubelet_step],
+        )
         # After a MicroK8s upgrade, the add-ons, kubeconfig and operator check run again.
         addons = " ".join((*MICROK8S_ADDONS, *self._args.extra_addons))
         step("addons", "microk8s-addons.sh", {"ADDONS": addons}, triggers=[channel])

@@ -213,6 +213,14 @@ def join_workers(
             after=[channel],
             triggers=[checks.channel],
         )
+        remote_step(
+            f"{prefix}-drift-check",
+            connection=worker.connection,
+            script="host-drift.sh",
+            inputs={"MICROK8S_CHANNEL": checks.channel, "KUBELET_FLAGS": checks.kubelet_flags},
+            parent=parent,
+            after=[kubelet],
+        )
         # First to go: the node is drained while it is still in the cluster.
         node_ready = _node_step(
             f"{prefix}-ready", "ready", "drain", node, connection=cp, parent=parent, after=[kubelet]
