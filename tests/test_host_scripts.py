@@ -126,12 +126,15 @@ def _set_kubelet(host: FakeHost, flags: list[str]) -> subprocess.CompletedProces
     return result
 
 
+HAND_SET = "--eviction-hard=memory.available<1Mi"
+
+
 @pytest.mark.parametrize(
     ("by_hand", "difference"),
     [
         pytest.param({}, None, id="as-left"),
         pytest.param({"channel": "1.37/stable"}, "microk8s tracks 1.37/stable", id="snap-refreshed"),
-        pytest.param({"flag": "--eviction-hard=memory.available<1Mi"}, "--eviction-hard=memory.available<1Mi", id="arg"),
+        pytest.param({"flag": HAND_SET}, HAND_SET, id="arg"),
         pytest.param({"channel": ""}, "microk8s is not installed", id="snap-removed"),
     ],
 )

@@ -160,7 +160,11 @@ CHANGES = [
     ("versions.kaiScheduler", "v0.17.0", {"kai-release", "kai-gate"}),
     ("versions.vcluster", "0.35.2", {f"{team}-vcluster" for team in TEAMS}),
     ("versions.gpuOperator", "v26.3.4", {"host-gpu-operator-check", "host-gpu-operator", "host-gpu-gate"}),
-    ("versions.microk8s", "1.37/stable", {*BOOTSTRAP_AFTER_CHANNEL, "host-gpu-operator-check", "host-gpu-gate", "host-drift-check"}),
+    (
+        "versions.microk8s",
+        "1.37/stable",
+        {*BOOTSTRAP_AFTER_CHANNEL, "host-gpu-operator-check", "host-gpu-gate", "host-drift-check"},
+    ),
     # The gates' image, and kube-prometheus-stack's CRD upgrade job's.
     ("versions.kubectl", "v1.36.1", {*GATES, "observability-stack"}),
     # The team dashboards draw each queue's limit, which no metric carries; the team views' Grafana rebuilds.
@@ -216,7 +220,10 @@ def test_validate_only_admission_removes_just_the_mutating_policies(base: Progra
     assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for them"
 
 
-WORKER_STEPS = {"brev-instance", "brev-running", "preflight", "microk8s", "node", "join", "channel", "kubelet", "drift-check", "ready"}
+WORKER_STEPS = {
+    *("brev-instance", "brev-running", "preflight", "microk8s", "node", "join"),
+    *("channel", "kubelet", "drift-check", "ready"),
+}
 
 
 def test_adding_a_worker_touches_no_tenant_and_removing_it_restores_the_stack(base: ProgramRun) -> None:
