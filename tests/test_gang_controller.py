@@ -147,9 +147,10 @@ def here(world: World) -> World:
 
 
 @contextmanager
-def controller(world: World, grace: float = GRACE) -> Iterator[threading.Event]:
+def controller(world: World, grace: float = GRACE, heartbeat: Path | None = None) -> Iterator[threading.Event]:
     stop = threading.Event()
-    running = Controller(world.api(), Settings(grace_seconds=grace, resync_seconds=1, backoff_seconds=0.1))
+    settings = Settings(grace_seconds=grace, resync_seconds=1, backoff_seconds=0.1, heartbeat_file=str(heartbeat or ""))
+    running = Controller(world.api(), settings)
     thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
     thread.start()
     try:
@@ -244,6 +245,16 @@ def test_a_job_resubmitted_with_another_size_gets_a_matching_pod_group_at_once(h
         # In use again, the group refuses a pod of another size, as before.
         with pytest.raises(ApiError, match="disagrees with PodGroup"):
             here.pod("d", gang="bert", size="2", labels={"priorityClassName": "build"})
+
+
+def test_the_loop_beats_at_every_list_and_event(here: World, tmp_path: Path) -> None:
+    """What the liveness probe reads (tests/test_health_probes.py): fresh while the loop comes round."""
+    beat = tmp_path / "alive"
+    with controller(here, heartbeat=beat):
+        eventually(beat.exists, within=30)
+        first = beat.stat().st_mtime_ns
+        here.pod("beat", gang="bert", size="1")
+        eventually(lambda: beat.stat().st_mtime_ns > first, within=30)
 
 
 def _kais_pod_group(here: World, pod: Json) -> Json:
@@ -408,6 +419,7 @@ def test_the_program_runs_from_its_configmap_with_the_standard_library_alone(her
         GANGS_TOKEN_FILE=str(here.token()),
         GANGS_CA_FILE=str(here.lab.admin.credentials.ca),
         GANGS_RESYNC_SECONDS="1",
+        GANGS_HEARTBEAT_FILE=str(tmp_path / "alive"),
     )
     command = [sys.executable, "-S", *container["command"][1:]]
     process = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -418,6 +430,7 @@ def test_the_program_runs_from_its_configmap_with_the_standard_library_alone(her
         output, _ = process.communicate(timeout=20)
     assert process.returncode == 0, output.decode()
     assert b"created PodGroup vcluster-team-nlp/team-nlp.default.bert" in output
+    assert (tmp_path / "alive").is_file(), "the heartbeat its liveness probe reads"
 
 
 def test_the_controller_may_write_only_in_tenant_namespaces() -> None:

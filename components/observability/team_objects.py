@@ -47,6 +47,15 @@ reconciler would give it the team's password."""
 READY_DIR = "/run/team-views"
 READY_CHECK = f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready'))"
 """The reconciler's readiness: it has built every team's organisation at least once (the image has no `test`)."""
+STALE_SECONDS = 3600
+"""The reconciler rewrites the ready file after every pass (every 300 s, TEAM_VIEWS_RESYNC_SECONDS, after a pass
+of some 6 calls a team): an hour without one is a stuck loop, which its liveness probe restarts."""
+LIVENESS_CHECK = (
+    f"import os, sys, time; ready = '{READY_DIR}/ready'; "
+    f"sys.exit(os.path.exists(ready) and time.time() - os.path.getmtime(ready) > {STALE_SECONDS})"
+)
+"""Alive until a pass is over an hour late; before the first pass, alive (that one may take long at a thousand
+teams, and readiness holds the pod back meanwhile)."""
 
 
 def program_files() -> dict[str, str]:
@@ -192,6 +201,12 @@ def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, An
                 ],
                 "ports": [{"name": "https", "containerPort": GRAFANA_PORT}],
                 "readinessProbe": {"httpGet": {"path": "/api/health", "port": GRAFANA_PORT, "scheme": "HTTPS"}},
+                "livenessProbe": {
+                    "httpGet": {"path": "/api/health", "port": GRAFANA_PORT, "scheme": "HTTPS"},
+                    "initialDelaySeconds": 60,
+                    "periodSeconds": 30,
+                    "failureThreshold": 6,
+                },
                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
                 "securityContext": LOCKED_CONTAINER,
                 "volumeMounts": [
@@ -213,11 +228,8 @@ def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, An
                     {"name": "TEAM_VIEWS_CA", "value": f"{TLS_MOUNT}/tls.crt"},
                     {"name": "TEAM_VIEWS_READY_FILE", "value": f"{READY_DIR}/ready"},
                 ],
-                "readinessProbe": {
-                    "exec": {
-                        "command": [PYTHON, "-c", f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready'))"]
-                    }
-                },
+                "readinessProbe": {"exec": {"command": [PYTHON, "-c", READY_CHECK]}},
+                "livenessProbe": {"exec": {"command": [PYTHON, "-c", LIVENESS_CHECK]}, "periodSeconds": 300},
                 "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
                 "securityContext": LOCKED_CONTAINER,
                 "volumeMounts": [
