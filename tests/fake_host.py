@@ -65,8 +65,17 @@ case "${tool}" in
               printf '%b\n' "${FAKE_GPUS}" ;;
   brev) exec python3 "${FAKE_BREV}" "$@" ;;
   timeout) [[ " ${FAKE_REACHABLE:-} " == *" ${*: -2:1} "* ]] || exit 124 ;;
-  ssh) echo "hostname ${FAKE_SSH_HOSTNAME:-198.51.100.7}"; echo "user ubuntu"; echo "port 22"
-       echo "identityfile ${FAKE_IDENTITY}"; echo "proxycommand ${FAKE_PROXY:-none}" ;;
+  ssh)
+    # `ssh -G <host>`: the config brev wrote. Any other call reaches a worker: here, this same stand-in machine
+    # runs the remote command (its last argument), unless FAKE_SSH_UNREACHABLE says the worker is gone.
+    if [[ "$1" == -G ]]; then
+      echo "hostname ${FAKE_SSH_HOSTNAME:-198.51.100.7}"; echo "user ubuntu"; echo "port 22"
+      echo "identityfile ${FAKE_IDENTITY}"; echo "proxycommand ${FAKE_PROXY:-none}"
+    elif [[ -n "${FAKE_SSH_UNREACHABLE:-}" ]]; then
+      echo "ssh: connect to host port 22: Connection timed out" >&2; exit 255
+    else
+      exec bash -c "${@: -1}"
+    fi ;;
   kubectl)
     case "$1" in
       get) printf '%b' "${FAKE_GPU_NODES:-}" ;;

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from components.gpu_host.host_scripts import SCRIPTS_DIR, remote_command
+from components.gpu_host.workers import teardown_scripts
 from harness import ProgramRun, Registration, attempt_main, dev_settings, run_main
 from harness.mocks import JOIN_TOKEN as JOIN_TOKEN_IN_MOCKS
 from tests.engine_rules import failure_text
@@ -61,6 +62,15 @@ RUNS: dict[str, dict[str, str]] = {
     },
     "worker-join.sh": {"ACTION": "join", "LOCK_DIR": "{root}"},
     "worker-node.sh": {"ACTION": "drain", "NODE_NAME": "gpu-node-3", "TIMEOUT_SECONDS": "5"},
+    # The release over SSH to the worker (the stand-in machine), which is not joined and has no marker.
+    "worker-release.sh": {
+        "ACTION": "release",
+        "WORKER_HOST": "10.0.0.6",
+        "WORKER_USER": "ubuntu",
+        "WORKER_PORT": "22",
+        **teardown_scripts(),
+    },
+    "host-drift.sh": {"MICROK8S_CHANNEL": "1.36/stable", "KUBELET_FLAGS": "--cluster-dns=10.152.183.10"},
     "gpu-operator-check.sh": {
         "NAMESPACE": "gpu-operator-resources",
         "PART_OF": "gpu-tenancy",
@@ -69,7 +79,7 @@ RUNS: dict[str, dict[str, str]] = {
 }
 
 
-STDIN = {"worker-join.sh": f"10.0.0.5:25000/{JOIN_TOKEN}/0a1b2c3d4e5f"}
+STDIN = {"worker-join.sh": f"10.0.0.5:25000/{JOIN_TOKEN}/0a1b2c3d4e5f", "worker-release.sh": KEY}
 """What a script gets on stdin: its secrets, never its script text."""
 
 

@@ -222,7 +222,7 @@ def test_validate_only_admission_removes_just_the_mutating_policies(base: Progra
 
 WORKER_STEPS = {
     *("brev-instance", "brev-running", "preflight", "microk8s", "node", "join"),
-    *("channel", "kubelet", "drift-check", "ready"),
+    *("release", "channel", "kubelet", "drift-check", "ready"),
 }
 
 

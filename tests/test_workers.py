@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from components.gpu_host.host_facts import JoinTicket, join_urls, parse_join_tickets
-from components.gpu_host.workers import worker_node_list
-from harness import JOIN_TOKEN, ProgramRun, Registration, dev_settings, run_main, script_input
+from components.gpu_host.workers import teardown_scripts, worker_node_list
+from harness import JOIN_TOKEN, ProgramRun, Registration, attempt_main, dev_settings, run_main, script_input
 from tests.conftest import FAKE_KUBECONFIG
 from tests.fake_host import FakeHost, fake_host
 
@@ -191,17 +191,66 @@ def test_a_live_worker_is_drained_politely(cluster: FakeHost) -> None:
     assert not {"--force", "--disable-eviction"} & set(cluster.nodes()["gpu-node-2"]["drain_flags"])
 
 
+def _release(host: FakeHost) -> Any:
+    """worker-release.sh's delete on the control plane, which reaches the worker over SSH (the stand-in machine)."""
+    inputs = {
+        "ACTION": "release",
+        "WORKER_HOST": "10.0.0.6",
+        "WORKER_USER": "ubuntu",
+        "WORKER_PORT": "22",
+        **teardown_scripts(str(host.root / "markers"), LOCK_DIR=str(host.root)),
+    }
+    return host.run("worker-release.sh", inputs, stdin=SSH_KEY)
+
+
 def test_removing_a_worker_drains_it_then_removes_its_node(cluster: FakeHost) -> None:
     ticket = parse_join_tickets(_tokens(cluster, "gpu-node-2").stdout)["gpu-node-2"]
     assert _join(cluster, join_urls(ticket, "198.51.100.7")).returncode == 0
+    (cluster.root / "markers" / "microk8s-installed").touch()
     # The order Pulumi deletes the worker's steps in (see test_removing_a_worker_undoes_its_steps_in_reverse).
     assert _node(cluster, "drain").returncode == 0
     assert cluster.nodes()["gpu-node-2"]["drained"]
-    assert _join(cluster, "", action="leave").returncode == 0
+    released = _release(cluster)
+    assert released.returncode == 0, released.stderr
+    assert released.stdout.strip() == "released=true"
+    assert not (cluster.root / "clustered.lock").exists(), "it left"
+    assert (
+        "sudo -n snap remove --purge microk8s" in " ".join(cluster.calls())
+        or not (cluster.root / "markers" / "microk8s-installed").exists()
+    )
     assert _node(cluster, "remove").returncode == 0
     assert "gpu-node-2" not in cluster.nodes()
     # Run again (a retried destroy): nothing is left to do, and nothing fails.
     assert [_node(cluster, action).returncode for action in ("drain", "remove")] == [0, 0]
+
+
+def test_a_dead_worker_is_removed_without_it(cluster: FakeHost) -> None:
+    """Its machine does not answer: the release step says so and succeeds, and the node still goes."""
+    cluster.cluster_nodes(gpu_node_2={"worker": True, "ready": False})
+    cluster.state["FAKE_SSH_UNREACHABLE"] = "1"
+    assert _node(cluster, "drain").returncode == 0
+    released = _release(cluster)
+    assert released.returncode == 0, released.stderr
+    assert released.stdout.strip() == "released=unreachable"
+    assert "sudo microk8s leave" in released.stderr, "what to do if the machine comes back"
+    assert SSH_KEY.strip() not in released.stdout + released.stderr
+    assert _node(cluster, "remove").returncode == 0
+    assert "gpu-node-2" not in cluster.nodes()
+
+
+def test_no_step_of_a_worker_needs_the_worker_to_be_removed(ssh_run: ProgramRun) -> None:
+    """pulumi-command runs a delete through the step's own connection: none may be the worker's."""
+    on_worker = [
+        r.name
+        for r in ssh_run.registrations
+        if r.type == REMOTE and r.inputs["connection"]["host"] != "203.0.113.20" and r.inputs.get("delete")
+    ]
+    assert on_worker == []
+    release = _step(ssh_run, "203.0.113.21-release")
+    assert release.inputs["connection"]["host"] == "203.0.113.20"
+    assert "stdin" in release.secret_inputs, "the worker's key"
+    assert SSH_KEY not in release.inputs["create"] + release.inputs["delete"]
+    assert script_input(release.inputs["delete"], "ACTION") == "release"
 
 
 @pytest.mark.parametrize(
@@ -288,7 +337,7 @@ def test_every_worker_is_preflighted_joined_and_awaited(ssh_run: ProgramRun) -> 
         # The join writes the control plane's kubelet arguments over the worker's: the platform's come after.
         kubelet = _step(ssh_run, f"{address}-kubelet")
         channel = _step(ssh_run, f"{address}-channel")
-        assert channel.depends_on(join)
+        assert channel.depends_on(_step(ssh_run, f"{address}-release"))
         assert kubelet.depends_on(channel)
         assert _step(ssh_run, f"{address}-ready").depends_on(kubelet)
 
@@ -311,15 +360,15 @@ def test_removing_a_worker_undoes_its_steps_in_reverse(ssh_run: ProgramRun) -> N
     worker = "203.0.113.21"
     ready, join = _step(ssh_run, f"{worker}-ready"), _step(ssh_run, f"{worker}-join")
     claim, install = _step(ssh_run, f"{worker}-node"), _step(ssh_run, f"{worker}-microk8s")
-    deletes = {step.name: script_input(step.inputs["delete"], "ACTION") for step in (ready, join, claim)}
-    assert deletes == {ready.name: "drain", join.name: "leave", claim.name: "remove"}
+    release = _step(ssh_run, f"{worker}-release")
+    deletes = {step.name: script_input(step.inputs["delete"], "ACTION") for step in (ready, release, claim)}
+    assert deletes == {ready.name: "drain", release.name: "release", claim.name: "remove"}
+    assert _step(ssh_run, f"{worker}-channel").depends_on(release)
+    assert release.depends_on(join)
     assert ready.depends_on(_step(ssh_run, f"{worker}-kubelet"))
     assert _step(ssh_run, f"{worker}-kubelet").depends_on(_step(ssh_run, f"{worker}-channel"))
-    assert _step(ssh_run, f"{worker}-channel").depends_on(join)
     assert join.depends_on(claim)
     assert join.depends_on(install)
-    assert "microk8s-remove" not in join.inputs.get("delete", "")
-    assert install.inputs["delete"], "MicroK8s comes off the worker after it left, if this stack put it there"
 
 
 def _worker_keys(run: ProgramRun) -> list[str]:
@@ -405,3 +454,33 @@ def test_a_cluster_this_stack_did_not_build_leaves_scheduling_to_the_teams() -> 
     for release in run.of_type(RELEASE):
         if release.inputs["chart"] == "vcluster":
             assert "scheduling" not in release.inputs["values"]["controlPlane"].get("statefulSet", {})
+
+
+def test_any_brev_worker_can_be_retired_and_the_others_keep_their_names() -> None:
+    """A dead w2 of three goes; w1 and w3 keep every resource, so nothing of theirs is replaced."""
+    three = _brev(3)
+    config = dev_settings()
+    config["host"] = {**config["host"], "workers": 3, "retiredWorkers": [2]}
+    retired = run_main(config)
+    # Reads (of the GPU nodes, by position) are read again on every run: only resources count.
+    names = {r.name for r in three.registrations if not r.read}
+    kept = {r.name for r in retired.registrations if not r.read}
+    gone = names - kept
+    assert gone
+    assert all(name.startswith("host-w2-") for name in gone), gone
+    assert not [name for name in kept - names if name.startswith("host-w")]
+    instances = [r for r in retired.of_type("command:local:Command") if r.name.endswith("-brev-instance")]
+    assert sorted(re.search(r"BREV_NAME=(\S+)", r.inputs["create"]).group(1) for r in instances) == [  # type: ignore[union-attr]
+        "gpu-tenancy-dev",
+        "gpu-tenancy-dev-w1",
+        "gpu-tenancy-dev-w3",
+    ]
+
+
+@pytest.mark.parametrize("retired", [[4], [0], [2, 2]])
+def test_a_retired_worker_must_be_one_of_the_workers(retired: list[int]) -> None:
+    config = dev_settings()
+    config["host"] = {**config["host"], "workers": 3, "retiredWorkers": retired}
+    error, _ = attempt_main(config)
+    assert error is not None
+    assert "gpu-tenancy:host.retiredWorkers[" in str(error)

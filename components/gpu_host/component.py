@@ -287,7 +287,7 @@ class GpuHost(pulumi.ComponentResource):
     def _workers(self, host: BrevHost | SshHost) -> list[Worker]:
         if isinstance(host, BrevHost):
             workers = []
-            for index, instance in enumerate(host.worker_names, start=1):
+            for index, instance in host.worker_instances:
                 connection, address, after = brev_machine(
                     host, instance, f"{self._name}-w{index}", role="worker", parent=self
                 )

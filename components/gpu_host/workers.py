@@ -21,6 +21,7 @@ Each step undoes itself in reverse when the worker is removed: drain the node, l
 remove the node, then MicroK8s comes off the worker if this stack installed it.
 """
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ import pulumi
 import pulumi_command as command
 
 from components.gpu_host.host_facts import join_urls, parse_join_tickets, parse_preflight
-from components.gpu_host.host_scripts import MARKER_DIR, remote_command
+from components.gpu_host.host_scripts import MARKER_DIR, remote_command, render_script
 from components.gpu_host.remote_steps import remote_delete, remote_step
 from config.gpu_host.host import HostExpectations
 
@@ -103,6 +104,47 @@ def _node_step(
     )
 
 
+def teardown_scripts(marker_dir: str = MARKER_DIR, **leave_inputs: str) -> dict[str, str]:
+    """What a removed worker runs, sent from the control plane (base64): leave the cluster, then MicroK8s off it if
+    this stack installed it."""
+
+    def encoded(name: str, inputs: dict[str, str]) -> str:
+        return base64.b64encode(render_script(name, inputs).encode()).decode()
+
+    return {
+        "LEAVE_SCRIPT": encoded("worker-join.sh", {"ACTION": "leave", **leave_inputs}),
+        "REMOVE_SCRIPT": encoded("microk8s-remove.sh", {"MARKER_DIR": marker_dir}),
+    }
+
+
+def _release_step(
+    resource_name: str,
+    worker: Worker,
+    *,
+    connection: pulumi.Input[Any],
+    parent: pulumi.Resource,
+    after: Sequence[pulumi.Resource],
+) -> command.remote.Command:
+    """worker-release.sh on the control plane: the worker's own teardown when it is removed, skipped if it is dead."""
+    part = worker.connection.apply
+    inputs: dict[str, pulumi.Input[str]] = {
+        "WORKER_HOST": pulumi.Output.unsecret(part(lambda c: str(c["host"]))),
+        "WORKER_USER": pulumi.Output.unsecret(part(lambda c: str(c["user"]))),
+        "WORKER_PORT": pulumi.Output.unsecret(part(lambda c: str(c["port"]))),
+        **teardown_scripts(),
+    }
+    return remote_step(
+        resource_name,
+        connection=connection,
+        script="worker-release.sh",
+        inputs={**inputs, "ACTION": "hold"},
+        parent=parent,
+        after=after,
+        delete=remote_delete("worker-release.sh", {**inputs, "ACTION": "release"}),
+        stdin=pulumi.Output.secret(part(lambda c: str(c["privateKey"]))),
+    )
+
+
 def worker_node_list(names: list[str]) -> str:
     """The worker node names, space-separated; two machines with one hostname would be one node."""
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -154,8 +196,8 @@ def join_workers(
                 inputs={"MICROK8S_CHANNEL": checks.channel, "MARKER_DIR": MARKER_DIR},
                 parent=parent,
                 after=[preflight],
-                delete=remote_command("microk8s-remove.sh", {"MARKER_DIR": MARKER_DIR}),
-                # The channel step refreshes, in order; this one would do it at once, beside the control plane's.
+                # MicroK8s comes off the worker from the control plane (worker-release.sh), which a dead worker
+                # cannot stop. The channel step refreshes, in order; this one would do it beside the control plane's.
                 ignore_changes=["create"],
             )
         )
@@ -192,15 +234,15 @@ def join_workers(
             stdin=pulumi.Output.secret(urls),
             parent=parent,
             after=[install, claim, tokens],
-            delete=remote_command("worker-join.sh", {"ACTION": "leave"}),
         )
+        release = _release_step(f"{prefix}-release", worker, connection=cp, parent=parent, after=[join])
         channel = remote_step(
             f"{prefix}-channel",
             connection=worker.connection,
             script="microk8s-install.sh",
             inputs={"MICROK8S_CHANNEL": checks.channel, "MARKER_DIR": MARKER_DIR},
             parent=parent,
-            after=[join, *upgraded_before],
+            after=[release, *upgraded_before],
             triggers=[checks.channel],
         )
         # The join wrote the control plane's arguments over the worker's: the platform's are set after it.

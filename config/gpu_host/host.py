@@ -107,15 +107,33 @@ class BrevHost(_BootstrapHost):
         description="Extra GPU instances, named <name>-w1, <name>-w2, ..., with the same GPU filter, "
         "that join the cluster as MicroK8s workers.",
     )
+    retired_workers: list[int] = Field(
+        default_factory=list,
+        description="Numbers of workers among 1..workers that are removed (e.g. a dead w2 of three): the others keep "
+        "their names; lowering workers removes the highest-numbered instead.",
+    )
 
     @property
     def expected_gpu(self) -> str:
         return self.expect.gpu_name or self.gpu_name
 
     @property
-    def worker_names(self) -> list[str]:
-        """The Brev instances of the workers; lowering `workers` removes the highest-numbered first."""
-        return [f"{self.name}-w{index}" for index in range(1, self.workers + 1)]
+    def worker_instances(self) -> list[tuple[int, str]]:
+        """(number, Brev instance) of each worker: 1..workers but the retired ones, so removing any one moves none
+        of the others."""
+        retired = set(self.retired_workers)
+        return [(i, f"{self.name}-w{i}") for i in range(1, self.workers + 1) if i not in retired]
+
+    @model_validator(mode="after")
+    def _retired_workers_exist(self) -> "BrevHost":
+        for position, number in enumerate(self.retired_workers):
+            if not 1 <= number <= self.workers or self.retired_workers.index(number) != position:
+                raise ConfigIssue(
+                    ("retiredWorkers", position),
+                    number,
+                    f"names no worker, or one named twice: give numbers of workers 1 to {self.workers} (host.workers)",
+                )
+        return self
 
     @model_validator(mode="after")
     def _worker_names_fit(self) -> "BrevHost":
