@@ -22,16 +22,16 @@ CONNECT_TIMEOUT_SECONDS="${CONNECT_TIMEOUT_SECONDS:-10}"
 
 log() { echo "[worker ${WORKER_HOST}] $*" >&2; }
 
-key=$(mktemp)
-trap 'rm -f "${key}"' EXIT
-chmod 600 "${key}"
-cat >"${key}"
-
 if [[ "${ACTION}" == hold ]]; then
+  cat >/dev/null
   echo "release=on-removal"
   exit 0
 fi
 [[ "${ACTION}" == release ]] || { log "unknown ACTION ${ACTION}: hold or release"; exit 1; }
+key=$(mktemp)
+trap 'rm -f "${key}"' EXIT
+chmod 600 "${key}"
+cat >"${key}"
 : "${WORKER_USER:?SSH user of the worker}"
 : "${WORKER_PORT:?SSH port of the worker}"
 : "${LEAVE_SCRIPT:?worker-join.sh leave, base64}"
