@@ -175,6 +175,10 @@ PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
 # PriorityClass that exists, system-node-critical included: docs/priority/README.md @v0.16.8.
 KAI_POD_GROUPER_USER = "system:serviceaccount:{namespace}:pod-grouper"
 KAI_BINDER_USER = "system:serviceaccount:{namespace}:binder"
+KAI_NUMA_EXPORTER_USER = "system:serviceaccount:{namespace}:numa-placement-exporter"
+# The numa-placement-exporter DaemonSet's ServiceAccount (pkg/operator/operands/numa_placement_exporter/resources.go
+# defaultResourceName @v0.16.8), which merge-patches kai.scheduler/numa-placement-observed onto pods
+# (pkg/npe/exporter.go, consts/consts.go @v0.16.8).
 # Each operand runs as a ServiceAccount named after it in KAI's namespace; the pod-grouper merge-patches
 # pod-group-name and kai.scheduler/subgroup-name onto pods, the binder the GPU-group labels, received-resource-type
 # and a fraction's ConfigMaps: pkg/operator/operands/{pod_grouper,binder}/resources.go,
@@ -187,7 +191,7 @@ class KaiPodKey(NamedTuple):
     key: str
     prefix: bool
     """Every key that starts with `key`."""
-    writer: Literal["pod-grouper", "binder"] | None
+    writer: Literal["pod-grouper", "binder", "numa-placement-exporter"] | None
     """The KAI component that writes it on a tenant's pod; None: none does."""
 
 
@@ -197,6 +201,8 @@ KAI_POD_KEYS = (
     KaiPodKey("labels", "kai.scheduler/subgroup-name", prefix=False, writer="pod-grouper"),
     KaiPodKey("labels", "runai-gpu-group", prefix=True, writer="binder"),
     KaiPodKey("annotations", "received-resource-type", prefix=False, writer="binder"),
+    KaiPodKey("annotations", "kai.scheduler/numa-placement-predicted", prefix=False, writer="binder"),
+    KaiPodKey("annotations", "kai.scheduler/numa-placement-observed", prefix=False, writer="numa-placement-exporter"),
 )
 # KAI's bookkeeping on a pod, none of it a tenant's to write: pod-group-name joins a PodGroup by bare name across
 # namespaces (and an ownerless pod that has it is skipped by the pod-grouper: pod_controller.go
@@ -205,6 +211,9 @@ KAI_POD_KEYS = (
 # reservation of its GPU, which the binder deletes once no running pod carries the label; received-resource-type
 # (Fraction, Regular, MigInstance) is how the scheduler reads a bound pod's share when no BindRequest is left:
 # pkg/common/constants/constants.go, pkg/binder/binding/resourcereservation/resource_reservation.go @v0.16.8.
+# The NUMA placements the scheduler seeds its topology bookkeeping from (plugins/numa/seed_placements.go): the
+# predicted one the binder writes when it binds (pkg/binder/binding/binder.go), the observed one the
+# numa-placement-exporter writes (pkg/npe/exporter.go) @v0.16.8.
 KAI_UTILITY_APP_LABELS = ("kai-resource-reservation", "scaling-pod")
 # A pod labelled app=<one of these>, in any namespace, is taken for KAI's own reservation or scaling pod: its GPU
 # stops counting on the node and against the proportion plugin: pkg/scheduler/api/pod_info/utility_pods.go,

@@ -186,6 +186,13 @@ def test_the_syncer_carries_a_teams_ordinary_edits_past_kais_keys(dev_run: Progr
 
 # --- a team cannot write KAI's keys ----------------------------------------------------------------------
 
+NUMA_PREDICTED = "kai.scheduler/numa-placement-predicted"
+NUMA_OBSERVED = "kai.scheduler/numa-placement-observed"
+PLACEMENT = '{"nodes":[{"id":0,"resources":{"nvidia.com/gpu":"1"}}]}'
+"""A NUMA placement as KAI serializes it (pkg/apis/scheduling/v1alpha2/numa_placement_types.go @v0.16.8): what the
+scheduler seeds its topology bookkeeping from (plugins/numa/seed_placements.go)."""
+NUMA_EXPORTER = "system:serviceaccount:kai-scheduler:numa-placement-exporter"
+
 ON_CREATE: dict[str, tuple[Json, Json, str]] = {
     # name: (labels, annotations, what the refusal names)
     "names-a-pod-group": ({}, {"pod-group-name": "pg-other-teams-job-5d1e"}, "pod-group-name"),
@@ -194,6 +201,8 @@ ON_CREATE: dict[str, tuple[Json, Json, str]] = {
     "pins-a-gpu-group": ({"runai-gpu-group": "0a3c5b58"}, {}, "runai-gpu-group"),
     "pins-a-multi-device-gpu-group": ({"runai-gpu-group/0a3c5b58": "0a3c5b58"}, {}, "runai-gpu-group"),
     "claims-a-received-share": ({}, {"received-resource-type": "Regular"}, "received-resource-type"),
+    "predicts-its-numa-placement": ({}, {NUMA_PREDICTED: PLACEMENT}, NUMA_PREDICTED),
+    "reports-an-observed-numa-placement": ({}, {NUMA_OBSERVED: PLACEMENT}, NUMA_OBSERVED),
     "poses-as-a-reservation-pod": ({"app": "kai-resource-reservation"}, {}, "app=kai-resource-reservation"),
     "poses-as-a-scaling-pod": ({"app": "scaling-pod"}, {}, "app=scaling-pod"),
     "lets-kai-name-its-group-after-a-label": (
@@ -256,7 +265,24 @@ ON_UPDATE: dict[str, tuple[Callable[[Json], None], str, str]] = {
     "binder-writes-the-pod-group": (_repoint_pod_group, BINDER, "pod-group-name"),
     "pod-grouper-writes-a-gpu-group": (_set("labels", "runai-gpu-group", "5e2f"), POD_GROUPER, "runai-gpu-group"),
     "team-poses-as-a-reservation-pod": (_set("labels", "app", "kai-resource-reservation"), SYNCER, "app=kai"),
+    "team-rewrites-its-numa-placement": (_set("annotations", NUMA_OBSERVED, PLACEMENT), SYNCER, NUMA_OBSERVED),
+    "binder-writes-an-observed-placement": (_set("annotations", NUMA_OBSERVED, PLACEMENT), BINDER, NUMA_OBSERVED),
+    "exporter-writes-a-predicted-placement": (
+        _set("annotations", NUMA_PREDICTED, PLACEMENT),
+        NUMA_EXPORTER,
+        NUMA_PREDICTED,
+    ),
 }
+
+
+@pytest.mark.parametrize(
+    ("key", "writer"), [(NUMA_PREDICTED, BINDER), (NUMA_OBSERVED, NUMA_EXPORTER)], ids=["binder", "exporter"]
+)
+def test_kais_numa_writers_still_write_their_placements(dev_run: ProgramRun, key: str, writer: str) -> None:
+    existing = _bound(_grouped(stored(dev_run, synced(dev_run, WORKLOADS["jupyter-notebook"]))))
+    changed = copy.deepcopy(existing)
+    _set("annotations", key, PLACEMENT)(changed)
+    assert update(dev_run, existing, changed, user=writer) == []
 
 
 @pytest.mark.parametrize("name", ON_UPDATE)

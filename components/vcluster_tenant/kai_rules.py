@@ -35,6 +35,7 @@ from components.vcluster_tenant.gang_rules import GANG_SIZE_ANNOTATION
 from config.upstream import (
     GPU_FRACTION_DEVICES_ANNOTATION,
     KAI_BINDER_USER,
+    KAI_NUMA_EXPORTER_USER,
     KAI_POD_GROUPER_USER,
     KAI_POD_KEYS,
     KAI_UTILITY_APP_LABELS,
@@ -54,7 +55,11 @@ MIN_GPU_MEMORY_ANNOTATION = "gpu-tenancy/min-gpu-memory-mib"
 MAX_FRACTION_DEVICES_ANNOTATION = "gpu-tenancy/max-fraction-devices"
 
 _CONFIGMAP_PREFIX = f"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?{SHARED_GPU_CONFIGMAP_SUFFIX}$"
-_WRITERS = {"pod-grouper": "variables.podGrouper", "binder": "variables.binder"}
+_WRITERS = {
+    "pod-grouper": "variables.podGrouper",
+    "binder": "variables.binder",
+    "numa-placement-exporter": "variables.numaExporter",
+}
 
 
 def namespace_annotations(rules: GpuSharingRules) -> dict[str, str]:
@@ -101,6 +106,10 @@ def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
         {
             "name": "binder",
             "expression": f"request.userInfo.username == '{KAI_BINDER_USER.format(namespace=kai_namespace)}'",
+        },
+        {
+            "name": "numaExporter",
+            "expression": f"request.userInfo.username == '{KAI_NUMA_EXPORTER_USER.format(namespace=kai_namespace)}'",
         },
         {"name": "priorityClass", "expression": value("object", "labels", PRIORITY_LABEL)},
         {"name": "priorityClasses", "expression": value(ns, "annotations", PRIORITY_CLASSES_ANNOTATION)},
