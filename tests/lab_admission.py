@@ -339,6 +339,11 @@ def _send(lab: Lab, request: Request, namespace: str, existing: Json | None) -> 
     try:
         if request.operation == "CREATE":
             stored = asker.request("POST", _path(lab, request, namespace), sent, query={"dryRun": "All"})
+        elif request.operation == "DELETE":
+            assert existing is not None, "a DELETE needs the object it deletes (old_object)"
+            path = _path(lab, request, namespace, existing["metadata"]["name"])
+            asker.request("DELETE", path, query={"dryRun": "All"})
+            return None, []
         else:
             assert existing is not None, "an UPDATE needs its old object"
             sent = _same_uid(sent, request.old_object, existing)

@@ -517,3 +517,101 @@ def test_a_namespace_the_platform_has_not_annotated_yet_refuses_what_it_cannot_c
     assert "below this team's minimum" in denial or "not one of this team's priority classes" in denial, denial
     plain = Request(object=synced(dev_run, WORKLOADS["ray-head"]), namespace=bare, user=SYNCER)
     assert admit(dev_run, plain) == []
+
+
+# --- round three: what KAI and the gang controller take from a pod on trust -----------------------------------
+
+YEAR = 365 * 24 * 3600
+SIDECAR = {"name": "trainer", "image": CUDA, "restartPolicy": "Always", "resources": gpu()}
+CLASSIC_INIT = {"name": "warm-up", "image": CUDA, "resources": gpu()}
+
+ROUND_THREE: dict[str, tuple[Json, str | None]] = {
+    # name: (the host pod's changes, what the refusal names; None: admitted)
+    "holds-a-reclaimed-gpu-for-a-year": ({"spec": {"terminationGracePeriodSeconds": YEAR}}, "terminationGrace"),
+    "checkpoints-within-the-maximum": ({"spec": {"terminationGracePeriodSeconds": 300}}, None),
+    "outranks-kai-on-the-node": ({"spec": {"priorityClassName": "system-node-critical"}}, "spec.priorityClassName"),
+    "trains-in-a-native-sidecar": ({"spec": {"initContainers": [SIDECAR]}}, "init containers"),
+    "trains-in-an-init-container": ({"spec": {"initContainers": [CLASSIC_INIT]}}, "init containers"),
+    "labels-its-group-as-the-controllers": (
+        {"metadata": {"labels": {"app.kubernetes.io/managed-by": "gpu-tenancy-gang-controller"}}},
+        "mark the platform's own objects",
+    ),
+    "poses-as-part-of-the-platform": (
+        {"metadata": {"labels": {"app.kubernetes.io/part-of": "gpu-tenancy"}}},
+        "mark the platform's own objects",
+    ),
+    "claims-another-teams-gang": (
+        {"metadata": {"labels": {"gpu-tenancy/gang-of": "team-vision"}}},
+        "gpu-tenancy/* are the platform's own",
+    ),
+    "writes-the-platforms-annotation": (
+        {"metadata": {"annotations": {"gpu-tenancy/gang-empty": "true"}}},
+        "gpu-tenancy/* are the platform's own",
+    ),
+    "is-managed-by-helm": ({"metadata": {"labels": {"app.kubernetes.io/managed-by": "Helm"}}}, None),
+}
+
+
+def _merge(target: Json, changes: Json) -> None:
+    for key, change in changes.items():
+        if isinstance(change, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], change)
+        else:
+            target[key] = copy.deepcopy(change)
+
+
+@pytest.mark.parametrize("name", ROUND_THREE)
+def test_round_three_what_a_pod_may_not_bring(dev_run: ProgramRun, name: str) -> None:
+    """As the syncer writes the host pod (with a syncer setting that kept the field, where the default drops it)."""
+    changes, refusal = ROUND_THREE[name]
+    host = synced(dev_run, WORKLOADS["ddp-job-worker"])
+    _merge(host, changes)
+    denials = create(dev_run, host)
+    if refusal is None:
+        assert denials == []
+    else:
+        assert any(refusal in denial for denial in denials), denials
+
+
+def _group_request(run: ProgramRun, user: str, name: str) -> Request:
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": f"vcluster-{TEAM}"},
+        "spec": {"minMember": 1, "queue": TEAM},
+    }
+    return Request(
+        object=group,
+        old_object=group,
+        operation="DELETE",
+        resource="podgroups",
+        api_group="scheduling.run.ai",
+        api_version="v2alpha2",
+        namespace=namespace(run, TEAM),
+        user=user,
+    )
+
+
+KAIS_GROUP, GANG_GROUP = "pg-bert-worker-1-0a1b", f"{TEAM}.default.bert"
+GANGS = "system:serviceaccount:gpu-tenancy-gangs:gang-controller"
+
+
+@pytest.mark.parametrize(
+    ("user", "group", "refused"),
+    [
+        (SYNCER, KAIS_GROUP, True),
+        ("system:serviceaccount:vcluster-team-nlp:default", KAIS_GROUP, True),
+        ("admin", KAIS_GROUP, True),
+        (GANGS, KAIS_GROUP, True),
+        ("system:serviceaccount:kube-system:generic-garbage-collector", KAIS_GROUP, False),
+        (POD_GROUPER, KAIS_GROUP, False),
+        (GANGS, GANG_GROUP, False),
+    ],
+    ids=["the-teams-syncer", "a-pod-of-the-team", "an-admin", "the-gang-controller-kais", "the-gc", "kai", "own"],
+)
+def test_a_pod_group_is_deleted_only_by_kai_the_gang_controller_and_the_clusters_controllers(
+    dev_run: ProgramRun, user: str, group: str, refused: bool
+) -> None:
+    """A deleted PodGroup is not made again for a running pod, which then holds its GPUs outside every queue."""
+    denials = admit(dev_run, _group_request(dev_run, user, group))
+    assert bool(denials) == refused, denials

@@ -17,7 +17,7 @@ queue), and a check of each new pod of a gang against the PodGroup it joins.
 
 from typing import Any
 
-from components.vcluster_tenant.cel import present, validation, value
+from components.vcluster_tenant.cel import cel_list, present, validation, value
 from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
     DEFAULT_PRIORITY_CLASS,
@@ -124,15 +124,36 @@ def gang_name_policy_spec(pod_rules: dict[str, Any], synced: dict[str, str]) -> 
 def _podgroup_rules(namespaces: dict[str, Any]) -> dict[str, Any]:
     group = POD_GROUP_API[0].split("/")[0]
     rules = [
-        {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["podgroups"]}
+        {
+            "apiGroups": [group],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE", "DELETE"],
+            "resources": ["podgroups"],
+        }
     ]
     return {"namespaceSelector": namespaces, "resourceRules": rules}
 
 
+PODGROUP_DELETERS = (
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:serviceaccount:kube-system:namespace-controller",
+)
+"""Who else deletes a tenant's PodGroups: the garbage collector (a pg-<pod> group is owned by its pod) and the
+namespace controller, as MicroK8s runs them (--use-service-account-credentials: canonical/microk8s
+microk8s-resources/default-args/kube-controller-manager @v1.36)."""
+
+
 def podgroup_policy_spec(namespaces: dict[str, Any], *, kai_namespace: str, controller_user: str) -> dict[str, Any]:
-    """Only KAI's pod-grouper and the gang controller create PodGroups in a tenant's namespace, in its queue."""
+    """Only KAI's pod-grouper and the gang controller create PodGroups in a tenant's namespace, in its queue; only
+    they, KAI's scheduler, the garbage collector and the namespace controller delete one (an operator deletes the
+    pod, or the namespace; a cluster-admin's own delete is refused too, since groups prove nothing here).
+
+    A deleted PodGroup is never made again for a running pod (the pod-grouper acts on new pods:
+    pkg/podgrouper/pod_controller.go @v0.16.8), and KAI then counts the pod's GPUs on its node but in no queue
+    (pkg/scheduler/cache/cluster_info/cluster_info.go), where nothing can reclaim them."""
     pod_grouper = KAI_POD_GROUPER_USER.format(namespace=kai_namespace)
     scheduler = KAI_SCHEDULER_USER.format(namespace=kai_namespace)
+    deleters = cel_list([pod_grouper, controller_user, scheduler, *PODGROUP_DELETERS])
     return {
         "failurePolicy": "Fail",
         "matchConstraints": _podgroup_rules(namespaces),
@@ -140,9 +161,15 @@ def podgroup_policy_spec(namespaces: dict[str, Any], *, kai_namespace: str, cont
             {"name": "user", "expression": "request.userInfo.username"},
             {"name": "queue", "expression": f"namespaceObject.metadata.labels['{QUEUE_NAMESPACE_LABEL}']"},
             {"name": "tenant", "expression": f"namespaceObject.metadata.labels['{TENANT_LABEL}']"},
-            {"name": "groupQueue", "expression": "has(object.spec.queue) ? object.spec.queue : ''"},
+            {"name": "group", "expression": "request.operation == 'DELETE' ? oldObject : object"},
+            {"name": "groupQueue", "expression": "has(variables.group.spec.queue) ? variables.group.spec.queue : ''"},
         ],
         "validations": [
+            validation(
+                f"request.operation != 'DELETE' || variables.user in {deleters}",
+                "only KAI, the platform's gang controller and the cluster's own controllers delete PodGroups in a "
+                "tenant's namespace: a pod whose group is gone holds its GPUs outside every queue",
+            ),
             validation(
                 f"request.operation != 'CREATE' || variables.user in ['{pod_grouper}', '{controller_user}']",
                 "only KAI's pod-grouper and the platform's gang controller create PodGroups in a tenant's namespace",
@@ -153,15 +180,17 @@ def podgroup_policy_spec(namespaces: dict[str, Any], *, kai_namespace: str, cont
                 "only KAI and the platform's gang controller change PodGroups in a tenant's namespace",
             ),
             validation(
-                "variables.groupQueue == variables.queue",
+                "request.operation == 'DELETE' || variables.groupQueue == variables.queue",
                 "a PodGroup in a tenant's namespace is in the tenant's queue",
             ),
             validation(
-                f"variables.user != '{controller_user}' || object.metadata.name.startsWith(variables.tenant + '.')",
+                f"variables.user != '{controller_user}' || "
+                "variables.group.metadata.name.startsWith(variables.tenant + '.')",
                 "the gang controller names a tenant's PodGroups after the tenant",
             ),
             validation(
-                f"variables.user != '{pod_grouper}' || object.metadata.name.startsWith('pg-')",
+                f"request.operation == 'DELETE' || variables.user != '{pod_grouper}' || "
+                "object.metadata.name.startsWith('pg-')",
                 "KAI's pod-grouper names a tenant pod's own PodGroup pg-<pod>-<uid>",
             ),
         ],

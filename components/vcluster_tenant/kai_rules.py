@@ -53,6 +53,7 @@ PRIORITY_CLASSES_ANNOTATION = "gpu-tenancy/priority-classes"
 MIN_GPU_FRACTION_ANNOTATION = "gpu-tenancy/min-gpu-fraction"
 MIN_GPU_MEMORY_ANNOTATION = "gpu-tenancy/min-gpu-memory-mib"
 MAX_FRACTION_DEVICES_ANNOTATION = "gpu-tenancy/max-fraction-devices"
+MAX_GRACE_ANNOTATION = "gpu-tenancy/max-termination-grace-seconds"
 
 _CONFIGMAP_PREFIX = f"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?{SHARED_GPU_CONFIGMAP_SUFFIX}$"
 _WRITERS = {
@@ -68,6 +69,7 @@ def namespace_annotations(rules: GpuSharingRules) -> dict[str, str]:
         PRIORITY_CLASSES_ANNOTATION: ",".join(rules.priority_classes),
         MIN_GPU_FRACTION_ANNOTATION: str(rules.min_gpu_fraction),
         MIN_GPU_MEMORY_ANNOTATION: str(rules.min_gpu_memory_mib),
+        MAX_GRACE_ANNOTATION: str(rules.max_grace_seconds),
         MAX_FRACTION_DEVICES_ANNOTATION: str(rules.max_fraction_devices),
     }
 
@@ -119,6 +121,7 @@ def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
         {"name": "minGpuMemory", "expression": value(ns, "annotations", MIN_GPU_MEMORY_ANNOTATION)},
         {"name": "fractionDevices", "expression": value("object", "annotations", GPU_FRACTION_DEVICES_ANNOTATION)},
         {"name": "maxFractionDevices", "expression": value(ns, "annotations", MAX_FRACTION_DEVICES_ANNOTATION)},
+        {"name": "maxGrace", "expression": value(ns, "annotations", MAX_GRACE_ANNOTATION)},
         {
             "name": "prefixValid",
             "expression": f"variables.sharedConfigMap.matches('{_CONFIGMAP_PREFIX}')",
@@ -252,5 +255,26 @@ def _fraction_validations() -> list[dict[str, Any]]:
     ]
 
 
+def _eviction_validations() -> list[dict[str, Any]]:
+    """KAI evicts with empty DeleteOptions, so the pod's own grace period applies, and it counts a releasing pod as
+    holding its GPU (pkg/scheduler/cache/evictor/default_evictor.go @v0.16.8); Kubernetes sets no maximum."""
+    grace = "object.spec.terminationGracePeriodSeconds"
+    return [
+        validation(
+            f"!has({grace}) || variables.maxGrace == '' || {grace} <= int(variables.maxGrace)",
+            "terminationGracePeriodSeconds is above this team's maximum",
+            f"'terminationGracePeriodSeconds ' + string({grace}) + ' is above this team\\'s maximum of ' + "
+            "variables.maxGrace + ' s: a pod KAI reclaims keeps its GPU for that long; checkpoint on SIGTERM "
+            "within it'",
+        ),
+        validation(
+            "request.operation != 'CREATE' || !has(object.spec.priorityClassName) || "
+            "object.spec.priorityClassName == ''",
+            f"a tenant's pod names its priority with the label {PRIORITY_LABEL}, never spec.priorityClassName, "
+            "which would outrank KAI's classes on the node (system-node-critical included)",
+        ),
+    ]
+
+
 def kai_validations() -> list[dict[str, Any]]:
-    return [*_priority_validations(), *_bookkeeping_validations(), *_fraction_validations()]
+    return [*_priority_validations(), *_bookkeeping_validations(), *_fraction_validations(), *_eviction_validations()]

@@ -24,7 +24,13 @@ from components.vcluster_tenant.cel import (
     validation,
     value,
 )
-from components.vcluster_tenant.gang_rules import gang_validations, gang_variables
+from components.vcluster_tenant.gang_rules import (
+    CONTROLLER_PODGROUP_LABELS,
+    GANG_LABEL,
+    GANG_SIZE_ANNOTATION,
+    gang_validations,
+    gang_variables,
+)
 from components.vcluster_tenant.kai_rules import kai_validations, kai_variables, own_device_configmap
 from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
@@ -47,6 +53,38 @@ POD_POLICY = "gpu-tenancy-tenant-pods"
 CONFIGMAP_POLICY = "gpu-tenancy-tenant-gpu-configmaps"
 
 TENANT_NAMESPACES = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
+
+TEAM_KEYS = {"labels": (GANG_LABEL,), "annotations": (GANG_SIZE_ANNOTATION,)}
+"""The platform's keys a team writes on its pods; every other gpu-tenancy/ key is the platform's own."""
+PLATFORM_LABEL_VALUES = {
+    "app.kubernetes.io/part-of": MANAGED_BY["app.kubernetes.io/part-of"],
+    **CONTROLLER_PODGROUP_LABELS,
+}
+"""Labels that mark the platform's own objects: KAI's pod-grouper copies a pod's labels onto its PodGroup
+(defaultgrouper/default_grouper.go @v0.16.8), and the platform selects its objects by these."""
+
+
+def _platform_keys() -> list[dict[str, Any]]:
+    checks = []
+    for kind, allowed in TEAM_KEYS.items():
+        checks.append(
+            validation(
+                f"!has(object.metadata.{kind}) || object.metadata.{kind}.all(k, "
+                f"!k.startsWith('gpu-tenancy/') || k in {cel_list(allowed)})",
+                f"the {kind} gpu-tenancy/* are the platform's own: a team's pod may carry only {', '.join(allowed)}",
+            )
+        )
+    marks = " && ".join(f"{value('object', 'labels', key)} != '{mark}'" for key, mark in PLATFORM_LABEL_VALUES.items())
+    checks.append(
+        validation(
+            marks,
+            "the labels "
+            + ", ".join(f"{k}={v}" for k, v in PLATFORM_LABEL_VALUES.items())
+            + " mark the platform's own objects; a team's pod may not carry them",
+        )
+    )
+    return checks
+
 
 _REQUESTS_GPU = (
     "has(c.resources) && ("
@@ -173,6 +211,12 @@ def pod_policy_spec(kai_namespace: str, *, require_seccomp: bool = False) -> dic
                 "into default-queue, where it never runs",
             ),
             validation(
+                every_container(f"!({_REQUESTS_GPU})", CONTAINER_LISTS[1:2]),
+                "GPUs go in a pod's containers, not its init containers or sidecars: KAI's podgroup-controller "
+                "counts only spec.containers as the queue's use (time-based fairness, the cost report, the team "
+                "views), so a GPU there would run unrecorded",
+            ),
+            validation(
                 "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == ''",
                 "a tenant's pods may not name their node (spec.nodeName skips KAI's placement and its queue's limit)",
             ),
@@ -219,6 +263,7 @@ def pod_policy_spec(kai_namespace: str, *, require_seccomp: bool = False) -> dic
                 "rbd, cephfs, ...) from the node's own network, past the tenant's NetworkPolicy",
             ),
             *seccomp,
+            *_platform_keys(),
             *gang_validations(),
             *kai_validations(),
         ],

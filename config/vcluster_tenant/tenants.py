@@ -38,6 +38,15 @@ VCLUSTER_OWNED_VALUES: OwnedValues = {
     ),
     ("exportKubeConfig", "server"): "it is derived from the host address and the tenant's nodePort",
     ("exportKubeConfig", "context"): "it is the tenant's name",
+    ("sync", "toHost", "priorityClasses"): (
+        "with it the syncer keeps a pod's spec.priorityClassName, which would outrank KAI's classes on the node"
+    ),
+    ("sync", "fromHost", "priorityClasses"): (
+        "with it the syncer keeps a pod's spec.priorityClassName, which would outrank KAI's classes on the node"
+    ),
+    ("sync", "toHost", "pods", "priorityClassName"): (
+        "a team picks its priority with the pod label priorityClassName, among its own classes"
+    ),
     ("policies",): (
         "a tenant's quota, limit range, network policy and pod security are the platform's: "
         "set tenants[].quota, limitRange or podSecurity instead"
@@ -150,6 +159,8 @@ class GpuSharingRules:
     min_gpu_fraction: float
     min_gpu_memory_mib: int
     max_fraction_devices: int
+    max_grace_seconds: int
+    """The longest terminationGracePeriodSeconds a pod may have: how long a reclaimed pod keeps its GPU."""
 
 
 class LimitRangeConfig(ConfigModel):
@@ -304,6 +315,13 @@ class VClusterConfig(ConfigModel):
         description="The most devices one fraction pod may span (gpu-fraction-num-devices): each one it "
         "touches is closed to whole-GPU jobs.",
     )
+    max_termination_grace_seconds: int = Field(
+        default=300,
+        ge=1,
+        le=3600,
+        description="The longest terminationGracePeriodSeconds a tenant's pod may have: KAI evicts with the pod's "
+        "own grace period and counts the GPU as held until the pod is gone.",
+    )
 
     def quota_for(self, tenant: TenantConfig) -> dict[str, str]:
         return {**DEFAULT_QUOTA, **self.quota, **tenant.quota}
@@ -323,6 +341,7 @@ class VClusterConfig(ConfigModel):
             min_gpu_fraction=pick(tenant.min_gpu_fraction, self.min_gpu_fraction),
             min_gpu_memory_mib=pick(tenant.min_gpu_memory_mib, self.min_gpu_memory_mib),
             max_fraction_devices=pick(tenant.max_fraction_devices, self.max_fraction_devices),
+            max_grace_seconds=self.max_termination_grace_seconds,
         )
 
 

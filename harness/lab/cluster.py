@@ -27,7 +27,7 @@ from typing import Any
 from harness.lab import pki as lab_pki
 from harness.lab.build import build, pinned_versions
 from harness.lab.kube import ApiError, Credentials, Kube
-from harness.lab.network import KUBERNETES_SERVICE_IP, SERVICE_CIDR, LabNetwork, free_network
+from harness.lab.network import KUBERNETES_SERVICE_IP, SERVICE_CIDR, LabNetwork, claim_network
 from harness.lab.processes import Process, free_port, start, wait_until
 from harness.lab.stages import FAKE_NODE_ANNOTATION, stages_yaml, storage_class
 
@@ -212,8 +212,7 @@ class _Bringup:
         (state / "kubelet.ready").unlink(missing_ok=True)
         self.versions = pinned_versions()
         self.kubernetes = self.versions["k8s.io/kubernetes"]
-        self.network = free_network()
-        self.network.create()
+        self.network = claim_network()
         names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
         self.ports = {name: free_port() for name in names}
         self.server = f"https://{self.network.gateway}:{self.ports['apiserver']}"

@@ -74,17 +74,22 @@ class LabNetwork:
     def namespace_name(self, index: int) -> str:
         return f"{self.bridge}-p{index}"
 
-    def create(self) -> None:
-        if _ip("link", "show", self.bridge, check=False).returncode == 0:
-            return
+    def claim(self) -> bool:
+        """Make the bridge, or say another lab was first: `ip link add` is atomic, where a look at what is used and
+        a create after it would let two labs starting at once take one octet."""
         # A bridge takes the lowest MAC of its ports unless it is given one, so it would change as pods come and
         # go, and every namespace that cached the gateway's would send into the void (connects stuck in SYN-SENT).
-        _ip("link", "add", self.bridge, "address", f"02:00:0a:{self.octet:02x}:00:01", "type", "bridge")
+        made = _ip(
+            "link", "add", self.bridge, "address", f"02:00:0a:{self.octet:02x}:00:01", "type", "bridge", check=False
+        )
+        if made.returncode != 0:
+            return False
         _ip("addr", "add", f"{self.gateway}/16", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         # A faked pod's address answers at once that nothing is there, as a cluster's dead pod does (a webhook
         # on a faked pod fails by its failurePolicy now, not after its timeout of up to 30 s on every request).
         _ip("route", "add", "unreachable", self.fake_pod_cidr)
+        return True
 
     def remove(self) -> None:
         for name in _ip("netns", "list").stdout.split("\n"):
@@ -127,9 +132,10 @@ class LabNetwork:
         _ip("link", "del", f"gv{self.octet}x{index}", check=False)
 
 
-def free_network() -> LabNetwork:
+def claim_network() -> LabNetwork:
+    """A 10.<octet>.0.0/16 no address or route of this machine uses, with the lab's bridge made on it."""
     used = _used_octets()
     for octet in OCTETS:
-        if octet not in used:
-            return LabNetwork(octet)
+        if octet not in used and (network := LabNetwork(octet)).claim():
+            return network
     raise SystemExit("lab: no free 10.x.0.0/16 for the lab's bridge (100 to 249 are all in use)")
