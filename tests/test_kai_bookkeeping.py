@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness import ProgramRun, dev_settings, run_main
+from harness import ProgramRun, attempt_main, dev_settings, run_main
 from tests.kai_podgrouper import pod_group
 from tests.lab_admission import Request
 from tests.tenant_pods import (
@@ -615,3 +615,34 @@ def test_a_pod_group_is_deleted_only_by_kai_the_gang_controller_and_the_clusters
     """A deleted PodGroup is not made again for a running pod, which then holds its GPUs outside every queue."""
     denials = admit(dev_run, _group_request(dev_run, user, group))
     assert bool(denials) == refused, denials
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"sync": {"toHost": {"priorityClasses": {"enabled": True}}}},
+        {"sync": {"fromHost": {"priorityClasses": {"enabled": True}}}},
+        {"sync": {"toHost": {"pods": {"priorityClassName": True}}}},
+    ],
+    ids=["to-host-classes", "from-host-classes", "pods-priority-class-name"],
+)
+def test_the_syncer_settings_that_keep_spec_priority_class_name_are_the_platforms(values: Json) -> None:
+    config = dev_settings()
+    config["tenants"][0]["values"] = values
+    error, _ = attempt_main(config)
+    assert error is not None
+    assert "is set by gpu-tenancy" in str(error)
+    assert "gpu-tenancy:tenants[0].values.sync." in str(error)
+
+
+def test_the_grace_period_maximum_reaches_every_tenant_namespace() -> None:
+    config = dev_settings()
+    config["vcluster"] = {**config.get("vcluster", {}), "maxTerminationGraceSeconds": 120}
+    run = run_main(config)
+    annotations = [
+        r.inputs["metadata"]["annotations"]
+        for r in run.of_type("kubernetes:core/v1:Namespace")
+        if r.name.endswith("-namespace") and r.inputs["metadata"]["name"].startswith("vcluster-")
+    ]
+    assert annotations
+    assert all(a["gpu-tenancy/max-termination-grace-seconds"] == "120" for a in annotations)
