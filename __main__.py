@@ -104,6 +104,7 @@ tenants = {
             api_endpoints=host.api_endpoints,
             machine_addresses=host.machine_addresses,
             host_cluster_identifier=host.cluster_identifier,
+            gpus=host.gpu,
             control_plane_node=host.control_plane_node,
             secret_values="tenants" in inputs.secret_values,
             waits_for=[*admission, *ports.remembered],

@@ -67,6 +67,7 @@ def _tenant(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
         api_endpoints=[("10.0.0.10", 16443)],
         machine_addresses=["203.0.113.10"],
         host_cluster_identifier="elsewhere",
+        gpus={"gpu-node-1": {"memoryMiB": 46068}},
         control_plane_node="gpu-node-1",
         secret_values=False,
         waits_for=[],

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from components.vcluster_tenant.kai_rules import memory_floor_mib
+from config.sources import load_settings
 from harness import ProgramRun, attempt_main, dev_settings, run_main
 from tests.kai_podgrouper import pod_group
 from tests.lab_admission import Request
@@ -393,8 +395,9 @@ def test_a_teams_choice_reaches_kais_pod_group(
         ({"gpu-fraction": "0.05"}, None),
         ({"gpu-fraction": "0.001"}, "gpu-fraction 0.001 is below this team's minimum of 0.05"),
         ({"gpu-fraction": "1e-3"}, "gpu-fraction 1e-3 is below"),
-        ({"gpu-memory": "256"}, None),
-        ({"gpu-memory": "1"}, "gpu-memory 1 is below this team's minimum of 256"),
+        # 0.05 (minGpuFraction) of the mocked L40S's 46068 MiB: the configured 256 would be a 180th of it.
+        ({"gpu-memory": "2304"}, None),
+        ({"gpu-memory": "256"}, "gpu-memory 256 is below this team's minimum of 2304"),
         ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1"}, None),
         ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "8"}, "gpu-fraction-num-devices 8 is above"),
         # KAI's webhook then names the fraction's devices after that prefix, which the device rule refuses too.
@@ -403,7 +406,7 @@ def test_a_teams_choice_reaches_kais_pod_group(
             ("must be a ConfigMap name that ends in", "NVIDIA_VISIBLE_DEVICES may only be"),
         ),
     ],
-    ids=["floor", "a-thousandth", "exponent", "memory-floor", "a-mebibyte", "one-device", "eight-devices", "prefix"],
+    ids=["floor", "a-thousandth", "exponent", "memory-floor", "the-old-floor", "one-device", "eight-devices", "prefix"],
 )
 def test_a_fraction_is_honest(program: ProgramRun, annotations: Json, refusal: str | tuple[str, ...] | None) -> None:
     denials = create(
@@ -646,3 +649,27 @@ def test_the_grace_period_maximum_reaches_every_tenant_namespace() -> None:
     ]
     assert annotations
     assert all(a["gpu-tenancy/max-termination-grace-seconds"] == "120" for a in annotations)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "floor"),
+    [
+        ({"gpu-node-1": {"memoryMiB": 46068}}, 2304),
+        ({"gpu-node-1": {"memoryMiB": 24576}, "gpu-node-2": {"memoryMiB": 81920}}, 4096),
+        ({"gpu-node-1": {"memoryMiB": None}}, 256),
+        (None, 256),
+    ],
+    ids=["an-l40s", "the-largest-of-two", "no-feature-discovery", "an-existing-cluster"],
+)
+def test_the_memory_floor_is_never_a_smaller_share_of_a_gpu_than_the_fraction_floor(gpus: Any, floor: int) -> None:
+    """KAI charges a bound gpu-memory pod against its own GPU: at least minGpuFraction of the largest one known."""
+    rules = dev_settings_rules()
+    assert memory_floor_mib(rules, gpus) == floor
+    for node in (gpus or {}).values():
+        if node["memoryMiB"]:
+            assert floor / node["memoryMiB"] >= rules.min_gpu_fraction
+
+
+def dev_settings_rules() -> Any:
+    settings = load_settings(dev_settings())
+    return settings.vcluster.gpu_sharing_for(settings.tenants[0])

@@ -6,7 +6,7 @@ control plane publish it; add-ons go in through the tenant's own API server.
 """
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
-from components.vcluster_tenant.kai_rules import namespace_annotations
+from components.vcluster_tenant.kai_rules import MIN_GPU_MEMORY_ANNOTATION, memory_floor_mib, namespace_annotations
 from components.vcluster_tenant.network import (
     POLICY_NAMES,
     blocked_ranges,
@@ -62,6 +62,8 @@ class VClusterTenantArgs:
     """Every machine of the cluster this stack knows: the tenant's workloads reach none of them."""
     host_cluster_identifier: str
     """The host provider's identity; the tenant's provider derives its own from it."""
+    gpus: pulumi.Input[Mapping[str, Mapping[str, Any]] | None]
+    """The GPU nodes the host read once its GPU gate passed (GpuHost.gpu): the memory floor follows the largest."""
     control_plane_node: pulumi.Input[str] | None
     """The node the vCluster's control plane must run on (the one holding its volume); None: anywhere."""
     secret_values: bool
@@ -116,6 +118,22 @@ class VClusterTenant(pulumi.ComponentResource):
             ),
         )
         self.namespace = object_name(namespace)
+        # Patched, not set with the namespace: the GPUs are known only after the GPU gate, which no team waits for.
+        # Until it lands, the policy refuses a gpu-memory pod (no floor to compare with); KAI prepares none before.
+        rules = args.settings.gpu_sharing_for(tenant)
+        k8s.core.v1.NamespacePatch(
+            f"{name}-memory-floor",
+            metadata={
+                "name": self.namespace,
+                "annotations": {
+                    "pulumi.com/patchForce": "true",
+                    MIN_GPU_MEMORY_ANNOTATION: pulumi.Output.from_input(args.gpus).apply(
+                        lambda gpus: str(memory_floor_mib(rules, gpus))
+                    ),
+                },
+            },
+            opts=host.merge(pulumi.ResourceOptions(depends_on=[namespace])),
+        )
         endpoint = pulumi.Output.all(args.host_address, args.ports).apply(
             lambda parts: tenant_endpoint(tenant, args.settings, host_address=parts[0], ports=parts[1])
         )

@@ -18,6 +18,8 @@ Per-tenant values (the allowlist, the floor, the device limit) are annotations o
 tenant's namespace, written by the platform, so one policy serves every tenant.
 """
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 from components.vcluster_tenant.cel import (
@@ -63,12 +65,24 @@ _WRITERS = {
 }
 
 
+def memory_floor_mib(rules: GpuSharingRules, gpus: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """The smallest gpu-memory a pod may ask for: never a smaller share of any GPU than the fraction floor.
+
+    KAI charges a pending gpu-memory pod against the smallest GPU's memory and a bound one against its own GPU's
+    (pkg/scheduler/api/resource_info/gpu_resource_requirment.go, node_info/node_info.go @v0.16.8), so at least
+    minGpuFraction of the largest GPU the stack knows (GPU feature discovery's gpu.memory on each GPU node it read,
+    `GpuHost.gpu`); with none known (an existing cluster), the configured floor alone."""
+    memories = [int(node["memoryMiB"]) for node in (gpus or {}).values() if node.get("memoryMiB")]
+    largest = max(memories, default=0)
+    return max(rules.min_gpu_memory_mib, math.ceil(rules.min_gpu_fraction * largest))
+
+
 def namespace_annotations(rules: GpuSharingRules) -> dict[str, str]:
-    """What the policy reads from a tenant's namespace: its priority classes, fraction floor and device limit."""
+    """What the policy reads from a tenant's namespace: its priority classes, fraction floor, device limit and
+    grace period maximum. The memory floor is patched on once the GPUs are known (memory_floor_mib)."""
     return {
         PRIORITY_CLASSES_ANNOTATION: ",".join(rules.priority_classes),
         MIN_GPU_FRACTION_ANNOTATION: str(rules.min_gpu_fraction),
-        MIN_GPU_MEMORY_ANNOTATION: str(rules.min_gpu_memory_mib),
         MAX_GRACE_ANNOTATION: str(rules.max_grace_seconds),
         MAX_FRACTION_DEVICES_ANNOTATION: str(rules.max_fraction_devices),
     }
