@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from components.shared.merge import deep_merge
 from components.vcluster_tenant.kai_rules import memory_floor_mib
 from config.sources import load_settings
 from harness import ProgramRun, attempt_main, dev_settings, run_main
@@ -555,20 +556,11 @@ ROUND_THREE: dict[str, tuple[Json, str | None]] = {
 }
 
 
-def _merge(target: Json, changes: Json) -> None:
-    for key, change in changes.items():
-        if isinstance(change, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], change)
-        else:
-            target[key] = copy.deepcopy(change)
-
-
 @pytest.mark.parametrize("name", ROUND_THREE)
 def test_round_three_what_a_pod_may_not_bring(dev_run: ProgramRun, name: str) -> None:
     """As the syncer writes the host pod (with a syncer setting that kept the field, where the default drops it)."""
     changes, refusal = ROUND_THREE[name]
-    host = synced(dev_run, WORKLOADS["ddp-job-worker"])
-    _merge(host, changes)
+    host = deep_merge(synced(dev_run, WORKLOADS["ddp-job-worker"]), changes)
     denials = create(dev_run, host)
     if refusal is None:
         assert denials == []

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.shared.labels import MANAGED_BY
-from components.shared.python_program import LOCKED_CONTAINER, python_env
+from components.shared.python_program import LOCKED_CONTAINER, fresh_file_check, python_env
 from components.shared.python_program import program_files as python_program_files
 from config.upstream import POD_GROUP_API, PYTHON, PYTHON_IMAGE_REF
 
@@ -41,11 +41,6 @@ NON_ROOT = 65534
 """Debian's nobody, in the python image (docker-library/python 3.13/slim-trixie, no USER of its own)."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
 _PODGROUPS = POD_GROUP_API[0].split("/")[0]
-
-
-def fresh_file_check(path: str, seconds: int) -> str:
-    """Python that exits 0 while `path` was written within `seconds` (a liveness probe's command)."""
-    return f"import os, sys, time; sys.exit(time.time() - os.path.getmtime('{path}') > {seconds})"
 
 
 def program_files() -> dict[str, str]:

@@ -12,7 +12,7 @@ from typing import Any
 from components.observability.grafana_teams.reconcile import LIMIT_PLACEHOLDER, LIMITED, TEAM_PLACEHOLDER, UNLIMITED
 from components.observability.team_dashboard import TEAM_DATASOURCE_UID, limit_literal, team_dashboard
 from components.observability.team_rules import series_checks
-from components.shared.python_program import LOCKED_CONTAINER, python_env
+from components.shared.python_program import LOCKED_CONTAINER, fresh_file_check, python_env
 from components.shared.python_program import program_files as python_program_files
 from config.upstream import (
     GRAFANA_IMAGE,
@@ -50,10 +50,7 @@ READY_CHECK = f"import os, sys; sys.exit(not os.path.exists('{READY_DIR}/ready')
 STALE_SECONDS = 3600
 """The reconciler rewrites the ready file after every pass (every 300 s, TEAM_VIEWS_RESYNC_SECONDS, after a pass
 of some 6 calls a team): an hour without one is a stuck loop, which its liveness probe restarts."""
-LIVENESS_CHECK = (
-    f"import os, sys, time; ready = '{READY_DIR}/ready'; "
-    f"sys.exit(os.path.exists(ready) and time.time() - os.path.getmtime(ready) > {STALE_SECONDS})"
-)
+LIVENESS_CHECK = fresh_file_check(f"{READY_DIR}/ready", STALE_SECONDS, alive_before_first=True)
 """Alive until a pass is over an hour late; before the first pass, alive (that one may take long at a thousand
 teams, and readiness holds the pod back meanwhile)."""
 

@@ -28,3 +28,12 @@ def python_env(mount: str) -> list[dict[str, Any]]:
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
+
+
+def fresh_file_check(path: str, seconds: int, *, alive_before_first: bool = False) -> str:
+    """Python for a liveness probe (the python image has no `test` or `find`): exits 0 while `path` was written
+    within `seconds`; with `alive_before_first`, also while it was never written (a first pass may take long)."""
+    stale = f"time.time() - os.path.getmtime('{path}') > {seconds}"
+    if alive_before_first:
+        stale = f"os.path.exists('{path}') and {stale}"
+    return f"import os, sys, time; sys.exit({stale})"
