@@ -8,6 +8,7 @@ program (components/gang_controller/gangcontrol) in a thread and waits for the P
 and Events the API server holds. Pure planning is tested directly at the end.
 """
 
+import json
 import signal
 import subprocess
 import sys
@@ -22,11 +23,14 @@ from typing import Any
 import pytest
 
 from components.gang_controller import GANG_CONTROLLER_USER
+from components.gang_controller.component import MEMORY
 from components.gang_controller.gangcontrol import gangs
 from components.gang_controller.gangcontrol.kube import Api
 from components.gang_controller.gangcontrol.run import Controller, Settings
 from components.vcluster_tenant import gang_rules
 from config import names, upstream
+from config.vcluster_tenant.capacity import DEFAULT_QUOTA
+from config.vcluster_tenant.tenants import VClusterConfig
 from harness import ProgramRun, dev_settings, run_main
 from harness.lab.kube import ApiError
 from tests.lab import Lab, apply_registrations, install_kai_crds, private_lab
@@ -402,6 +406,80 @@ def test_a_lws_group_takes_its_size_from_lws() -> None:
     found = gangs.gang_pod(pod, tenants)
     assert found is not None
     assert found.size == 3
+
+
+# --- a tenant's flood ------------------------------------------------------------------------------
+
+_MEASURE = """
+import sys
+from gangcontrol.kube import Api
+from gangcontrol.run import Controller, Settings
+api = Api(sys.argv[1], sys.argv[2], sys.argv[3])
+running = Controller(api, Settings())
+running.relist()
+# VmHWM: this program's own peak (ru_maxrss starts from the forking parent's).
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(len(running.members), len(running.pod_groups), status["VmHWM"].split()[0])
+"""
+
+
+def _flood_pod(index: int, settings: VClusterConfig) -> Json:
+    """Team-nlp's pod at both size bounds: annotations (with the syncer's own keys) and its containers' free text."""
+    name = f"finished-{index:04d}"
+    text = "DATA"
+    virtual: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "sweep"}, "annotations": {"notes": ""}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "env": [{"name": text, "value": "d" * (settings.max_container_text_bytes - len(text))}],
+                }
+            ],
+        },
+    }
+    host = to_host(virtual, vcluster="team-nlp")
+    used = sum(len(k) + len(v.encode()) for k, v in host["metadata"]["annotations"].items())
+    virtual["metadata"]["annotations"]["notes"] = "n" * (settings.max_pod_annotation_bytes - used)
+    return to_host(virtual, vcluster="team-nlp")
+
+
+def test_a_tenants_finished_pods_at_every_bound_fit_the_controllers_memory(here: World) -> None:
+    """What one team can keep on the host, all at once: its pods quota running and maxFinishedPods finished, each at
+    the annotation and free-text bounds, admitted by the real fence. The controller lists them (metadata alone, a
+    page at a time) within a fraction of its memory limit, and the team's gang still gets its PodGroup."""
+    settings = VClusterConfig()
+    count = int(DEFAULT_QUOTA["count/pods"]) + settings.max_finished_pods
+    for index in range(count):
+        created = here.syncer.create(_flood_pod(index, settings))
+        created["status"] = {"phase": "Succeeded"}
+        path = here.lab.admin.path("v1", "Pod", TEAM_NAMESPACE, created["metadata"]["name"]) + "/status"
+        here.lab.admin.request("PUT", path, created)
+    here.pod("a", gang="bert", size="1")
+    stored = sum(len(json.dumps(p)) for p in here.lab.admin.list("v1", "Pod", TEAM_NAMESPACE))
+    package = Path(__file__).parents[1] / "components" / "gang_controller"
+    api = (here.lab.admin.credentials.server, str(here.token()), str(here.lab.admin.credentials.ca))
+    measured = subprocess.run(
+        [sys.executable, "-S", "-c", _MEASURE, *api],
+        env={"PYTHONPATH": str(package)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    members, _, peak_kib = (int(n) for n in measured.stdout.split())
+    limit_mib = int(MEMORY["limits"]["memory"].removesuffix("Mi"))
+    print(
+        f"flood: {count + 1} pods, {stored / 2**20:.1f} MiB as the API server stores them; "
+        f"the controller's peak {peak_kib / 1024:.0f} MiB"
+    )
+    assert members == 1, "the gang's one pod, and none of the flood"
+    assert peak_kib / 1024 < limit_mib / 4, f"the controller peaked at {peak_kib / 1024:.0f} MiB of {limit_mib}"
+    with controller(here):
+        eventually(lambda: GROUP in here.own_groups(), within=20)
 
 
 # --- as the Deployment runs it --------------------------------------------------------------------

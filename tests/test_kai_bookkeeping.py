@@ -122,6 +122,65 @@ WORKLOADS: dict[str, Json] = {
         labels={"ray.io/cluster": "rc", "ray.io/node-type": "worker"},
         containers=[{"name": "ray-worker", "image": "rayproject/ray:2.50.0-gpu", "resources": gpu()}],
     ),
+    # A TrainJob's node pod, as Kubeflow Trainer's JobSet makes it (kubeflow/trainer pkg/constants/constants.go
+    # LabelTrainJobAncestor, Node, TorchEnv* @v2.3.0).
+    "trainjob-node": virtual(
+        "llama-node-0-0-h7s2k",
+        labels={
+            "jobset.sigs.k8s.io/jobset-name": "llama",
+            "jobset.sigs.k8s.io/replicatedjob-name": "node",
+            "batch.kubernetes.io/job-name": "llama-node-0",
+            "trainer.kubeflow.org/trainjob-ancestor-step": "trainer",
+        },
+        containers=[
+            {
+                "name": "node",
+                "image": "nvcr.io/nvidia/pytorch:25.10-py3",
+                "command": ["torchrun", "train.py"],
+                "env": [
+                    {"name": "PET_NNODES", "value": "2"},
+                    {"name": "PET_NPROC_PER_NODE", "value": "1"},
+                    {"name": "PET_NODE_RANK", "value": "0"},
+                    {"name": "PET_MASTER_ADDR", "value": "llama-node-0-0.llama"},
+                    {"name": "PET_MASTER_PORT", "value": "29400"},
+                ],
+                "resources": gpu(),
+            }
+        ],
+    ),
+    # An Argo Workflows step: argoexec's init and wait containers around the step's main one, the template in
+    # ARGO_TEMPLATE (argoproj/argo-workflows workflow/common/common.go InitContainerName, WaitContainerName,
+    # AnnotationKeyNodeName, LabelKeyWorkflow, EnvVarTemplate @v3.7.18).
+    "argo-step": virtual(
+        "nightly-eval-train-2815339122",
+        labels={"workflows.argoproj.io/workflow": "nightly-eval", "workflows.argoproj.io/completed": "false"},
+        annotations={
+            "workflows.argoproj.io/node-id": "nightly-eval-2815339122",
+            "workflows.argoproj.io/node-name": "nightly-eval[0].train",
+        },
+        initContainers=[
+            {
+                "name": "init",
+                "image": "quay.io/argoproj/argoexec:v3.7.18",
+                "command": ["argoexec", "init"],
+                "env": [{"name": "ARGO_TEMPLATE", "value": '{"name":"train","container":{"image":"' + CUDA + '"}}'}],
+            }
+        ],
+        containers=[
+            {
+                "name": "wait",
+                "image": "quay.io/argoproj/argoexec:v3.7.18",
+                "command": ["argoexec", "wait"],
+                "env": [{"name": "ARGO_TEMPLATE", "value": '{"name":"train","container":{"image":"' + CUDA + '"}}'}],
+            },
+            {
+                "name": "main",
+                "image": CUDA,
+                "command": ["/var/run/argo/argoexec", "emissary", "--", "python", "eval.py"],
+                "resources": gpu(),
+            },
+        ],
+    ),
     "non-preemptible-training": virtual(
         "finetune",
         labels={"kai.scheduler/preemptibility": "non-preemptible"},
@@ -665,3 +724,107 @@ def test_the_memory_floor_is_never_a_smaller_share_of_a_gpu_than_the_fraction_fl
 def dev_settings_rules() -> Any:
     settings = load_settings(dev_settings())
     return settings.vcluster.gpu_sharing_for(settings.tenants[0])
+
+
+# --- round three: what a team can pile up in the caches of KAI and the gang controller ----------------------------
+
+ANNOTATION_BYTES = 32768
+TEXT_BYTES = 65536
+KUBECTL_APPLIED = {"kubectl.kubernetes.io/last-applied-configuration": '{"apiVersion":"v1","kind":"Pod"}' * 100}
+
+
+def _annotation_bytes(host: Json) -> int:
+    return sum(len(k) + len(v.encode()) for k, v in (host["metadata"].get("annotations") or {}).items())
+
+
+def _padded_to(run: ProgramRun, limit: int, extra: int) -> Json:
+    """A host pod whose annotations hold `limit + extra` bytes, as the syncer writes it (its own keys included)."""
+    pod = virtual("notes", annotations={"notes": ""})
+    base = _annotation_bytes(synced(run, pod))
+    pod["metadata"]["annotations"]["notes"] = "n" * (limit + extra - base)
+    host = synced(run, pod)
+    assert _annotation_bytes(host) == limit + extra
+    return host
+
+
+SIZES: dict[str, tuple[Json, str | None]] = {
+    # name: (the team's pod, what the refusal names; None: admitted)
+    "kubectl-applied-with-its-configuration": (virtual("applied", annotations=KUBECTL_APPLIED), None),
+    "a-long-distributed-launch": (
+        virtual(
+            "launch",
+            containers=[
+                {
+                    "name": "torchrun",
+                    "image": CUDA,
+                    "command": ["torchrun", "--nnodes=4", "--nproc-per-node=8", "train.py"],
+                    "args": [f"--config.option{i}=value{i}" for i in range(200)],
+                    "env": [{"name": f"NCCL_OPTION_{i}", "value": "1"} for i in range(60)],
+                }
+            ],
+        ),
+        None,
+    ),
+    "piles-up-annotations": (virtual("notes", annotations={"notes": "n" * 40000}), "annotations hold"),
+    "counts-characters-not-bytes": (virtual("notes", annotations={"notes": "€" * 11000}), "annotations hold"),
+    "piles-up-labels": (
+        virtual("labels", labels={f"label-{i}": "v" * 60 for i in range(600)}),
+        "annotations hold",
+    ),
+    "carries-a-dataset-in-env": (
+        virtual("env", containers=[{"name": "m", "image": CUDA, "env": [{"name": "DATA", "value": "d" * 70000}]}]),
+        "command, args and env",
+    ),
+    "spreads-it-over-containers": (
+        virtual(
+            "spread",
+            containers=[{"name": f"c{i}", "image": CUDA, "args": ["a" * 20000]} for i in range(2)],
+            initContainers=[{"name": "init", "image": CUDA, "command": ["c" * 30000]}],
+        ),
+        "command, args and env",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SIZES)
+def test_a_pods_annotations_and_free_text_are_bounded(dev_run: ProgramRun, name: str) -> None:
+    """Every synced pod, finished ones too, sits whole in the caches of KAI's pod-grouper and podgroup-controller."""
+    team_pod, refusal = SIZES[name]
+    denials = create(dev_run, synced(dev_run, team_pod))
+    if refusal is None:
+        assert denials == []
+    else:
+        assert any(refusal in denial for denial in denials), denials
+
+
+def test_the_annotation_bound_is_exact_and_kai_may_add_its_keys_at_it(dev_run: ProgramRun) -> None:
+    at_the_bound = _padded_to(dev_run, ANNOTATION_BYTES, 0)
+    assert create(dev_run, _padded_to(dev_run, ANNOTATION_BYTES, 1)) != []
+    existing = stored(dev_run, at_the_bound)
+    assert update(dev_run, existing, _grouped(existing), user=POD_GROUPER) == []
+    edited = copy.deepcopy(existing)
+    edited["metadata"]["annotations"]["more"] = "x"
+    (denial,) = update(dev_run, existing, edited)
+    assert f"above this team's maximum of {ANNOTATION_BYTES}" in denial, denial
+
+
+def test_the_size_bounds_and_the_finished_pods_kept_are_settings() -> None:
+    config = dev_settings()
+    config["vcluster"] = {"maxPodAnnotationBytes": 8192, "maxContainerTextBytes": 16384, "maxFinishedPods": 30}
+    run = run_main(config)
+    annotations = [ns.inputs["metadata"].get("annotations") for ns in run.of_type("kubernetes:core/v1:Namespace")]
+    tenants = [a for a in annotations if a and "gpu-tenancy/max-pod-annotation-bytes" in a]
+    assert len(tenants) == len(settings_tenants(config))
+    assert all(a["gpu-tenancy/max-pod-annotation-bytes"] == "8192" for a in tenants)
+    assert all(a["gpu-tenancy/max-container-text-bytes"] == "16384" for a in tenants)
+    vclusters = [
+        r.inputs["values"] for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.name.endswith("-vcluster")
+    ]
+    assert len(vclusters) == len(settings_tenants(config))
+    for values in vclusters:
+        manager = values["controlPlane"]["distro"]["k8s"]["controllerManager"]
+        assert manager["extraArgs"] == ["--terminated-pod-gc-threshold=30"]
+
+
+def settings_tenants(config: Json) -> list[Any]:
+    return load_settings(config).tenants

@@ -56,6 +56,8 @@ MIN_GPU_FRACTION_ANNOTATION = "gpu-tenancy/min-gpu-fraction"
 MIN_GPU_MEMORY_ANNOTATION = "gpu-tenancy/min-gpu-memory-mib"
 MAX_FRACTION_DEVICES_ANNOTATION = "gpu-tenancy/max-fraction-devices"
 MAX_GRACE_ANNOTATION = "gpu-tenancy/max-termination-grace-seconds"
+MAX_ANNOTATION_BYTES_ANNOTATION = "gpu-tenancy/max-pod-annotation-bytes"
+MAX_TEXT_BYTES_ANNOTATION = "gpu-tenancy/max-container-text-bytes"
 
 _CONFIGMAP_PREFIX = f"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?{SHARED_GPU_CONFIGMAP_SUFFIX}$"
 _WRITERS = {
@@ -78,12 +80,14 @@ def memory_floor_mib(rules: GpuSharingRules, gpus: Mapping[str, Mapping[str, Any
 
 
 def namespace_annotations(rules: GpuSharingRules) -> dict[str, str]:
-    """What the policy reads from a tenant's namespace: its priority classes, fraction floor, device limit and
-    grace period maximum. The memory floor is patched on once the GPUs are known (memory_floor_mib)."""
+    """What the policy reads from a tenant's namespace: its priority classes, fraction floor, device limit, grace
+    period maximum and size bounds. The memory floor is patched on once the GPUs are known (memory_floor_mib)."""
     return {
         PRIORITY_CLASSES_ANNOTATION: ",".join(rules.priority_classes),
         MIN_GPU_FRACTION_ANNOTATION: str(rules.min_gpu_fraction),
         MAX_GRACE_ANNOTATION: str(rules.max_grace_seconds),
+        MAX_ANNOTATION_BYTES_ANNOTATION: str(rules.max_annotation_bytes),
+        MAX_TEXT_BYTES_ANNOTATION: str(rules.max_container_text_bytes),
         MAX_FRACTION_DEVICES_ANNOTATION: str(rules.max_fraction_devices),
     }
 
@@ -111,6 +115,23 @@ _PREPARED_BY_KAI = (
 only on CREATE, so nothing else makes this state on a pod KAI never saw."""
 
 
+def _text_bytes(containers: str) -> str:
+    """The bytes of command, args and env (names and values) of every container in the list `containers`."""
+    strings = "{0}.map(s, size(bytes(s))).sum()"
+    each = " + ".join(
+        [
+            f"(has(c.command) ? {strings.format('c.command')} : 0)",
+            f"(has(c.args) ? {strings.format('c.args')} : 0)",
+            "(has(c.env) ? c.env.map(e, size(e.name) + (has(e.value) ? size(bytes(e.value)) : 0)).sum() : 0)",
+        ]
+    )
+    return f"(has(object.spec.{containers}) ? object.spec.{containers}.map(c, {each}).sum() : 0)"
+
+
+_TEXT_BYTES = " + ".join(_text_bytes(kind) for kind in ("containers", "initContainers", "ephemeralContainers"))
+"""A pod spec's free text: everything else in it is names, enums, quantities and short lists of them."""
+
+
 def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
     """Needs the pod policy's `sharedConfigMap` and `fraction` variables, defined before these."""
     ns = "namespaceObject"
@@ -136,6 +157,15 @@ def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
         {"name": "fractionDevices", "expression": value("object", "annotations", GPU_FRACTION_DEVICES_ANNOTATION)},
         {"name": "maxFractionDevices", "expression": value(ns, "annotations", MAX_FRACTION_DEVICES_ANNOTATION)},
         {"name": "maxGrace", "expression": value(ns, "annotations", MAX_GRACE_ANNOTATION)},
+        {"name": "maxAnnotationBytes", "expression": value(ns, "annotations", MAX_ANNOTATION_BYTES_ANNOTATION)},
+        {
+            # Keys are qualified names (ASCII); a value is counted in UTF-8 bytes, as etcd stores it.
+            "name": "annotationBytes",
+            "expression": "has(object.metadata.annotations) ? object.metadata.annotations.map(k, size(k) + "
+            "size(bytes(object.metadata.annotations[k]))).sum() : 0",
+        },
+        {"name": "maxTextBytes", "expression": value(ns, "annotations", MAX_TEXT_BYTES_ANNOTATION)},
+        {"name": "textBytes", "expression": _TEXT_BYTES},
         {
             "name": "prefixValid",
             "expression": f"variables.sharedConfigMap.matches('{_CONFIGMAP_PREFIX}')",
@@ -290,5 +320,38 @@ def _eviction_validations() -> list[dict[str, Any]]:
     ]
 
 
+def _size_validations() -> list[dict[str, Any]]:
+    """Every host pod of every team, finished ones included (the quota counts only running pods), sits whole in
+    the caches of KAI's pod-grouper and podgroup-controller (cmd/podgrouper/app/app.go, cmd/podgroupcontroller/app
+    @v0.16.8: no transform, 200Mi and 100Mi limits by default) and pages through the gang controller's lists;
+    Kubernetes allows 256 KiB of annotations (k8s.io/apimachinery pkg/api/validation/objectmeta.go
+    TotalAnnotationSizeLimitB @v0.36.3) and a pod of 1.5 MiB (etcd's request limit). KAI's own writers add a few
+    keys to a pod that is at the bound, so they are not held to it."""
+    kai = "variables.podGrouper || variables.binder || variables.numaExporter"
+    return [
+        validation(
+            f"{kai} || variables.maxAnnotationBytes == '' || "
+            "variables.annotationBytes <= int(variables.maxAnnotationBytes)",
+            "the pod's annotations are above this team's maximum size",
+            "'the pod\\'s annotations hold ' + string(variables.annotationBytes) + ' bytes (its labels included, "
+            "which the syncer copies into one), above this team\\'s maximum of ' + variables.maxAnnotationBytes + "
+            "': keep large data in a ConfigMap or a volume'",
+        ),
+        validation(
+            "variables.maxTextBytes == '' || variables.textBytes <= int(variables.maxTextBytes)",
+            "the pod's command, args and env are above this team's maximum size",
+            "'the pod\\'s containers hold ' + string(variables.textBytes) + ' bytes of command, args and env, "
+            "above this team\\'s maximum of ' + variables.maxTextBytes + ': keep large configuration in a "
+            "ConfigMap or a volume'",
+        ),
+    ]
+
+
 def kai_validations() -> list[dict[str, Any]]:
-    return [*_priority_validations(), *_bookkeeping_validations(), *_fraction_validations(), *_eviction_validations()]
+    return [
+        *_priority_validations(),
+        *_bookkeeping_validations(),
+        *_fraction_validations(),
+        *_eviction_validations(),
+        *_size_validations(),
+    ]

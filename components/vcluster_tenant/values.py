@@ -110,6 +110,17 @@ def vcluster_values(
         # @v0.35.1 adds only the pods' host IPs for a NodePort Service, and no router hostname).
         "proxy": {"extraSANs": [endpoint.name]},
         "statefulSet": {"persistence": {"volumeClaim": volume_claim}},
+        # The virtual controller manager's pod collection: a finished pod stays in the vCluster, and so on the
+        # host, until it is collected, and the quota counts only running pods (loft-sh/vcluster pkg/k8s/k8s.go
+        # MergeArgs(args, controllerManager.ExtraArgs) @v0.35.1; kubernetes pkg/controller/podgc @v1.36.3).
+        "distro": {
+            "k8s": {
+                "controllerManager": {
+                    "enabled": True,
+                    "extraArgs": [f"--terminated-pod-gc-threshold={settings.max_finished_pods}"],
+                }
+            }
+        },
     }
     if pod_security == "restricted":
         control_plane = deep_merge(control_plane, RESTRICTED_CONTROL_PLANE)

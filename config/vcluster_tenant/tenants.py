@@ -47,6 +47,10 @@ VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("sync", "toHost", "pods", "priorityClassName"): (
         "a team picks its priority with the pod label priorityClassName, among its own classes"
     ),
+    ("controlPlane", "distro", "k8s", "controllerManager"): (
+        "its --terminated-pod-gc-threshold bounds the finished pods a team keeps on the host: set "
+        "vcluster.maxFinishedPods instead"
+    ),
     ("policies",): (
         "a tenant's quota, limit range, network policy and pod security are the platform's: "
         "set tenants[].quota, limitRange or podSecurity instead"
@@ -161,6 +165,10 @@ class GpuSharingRules:
     max_fraction_devices: int
     max_grace_seconds: int
     """The longest terminationGracePeriodSeconds a pod may have: how long a reclaimed pod keeps its GPU."""
+    max_annotation_bytes: int
+    """The most a pod's annotations may hold on the host: every synced pod sits in KAI's caches and ours."""
+    max_container_text_bytes: int
+    """The most a pod's containers may hold in command, args and env, all of them together, for the same reason."""
 
 
 class LimitRangeConfig(ConfigModel):
@@ -322,6 +330,29 @@ class VClusterConfig(ConfigModel):
         description="The longest terminationGracePeriodSeconds a tenant's pod may have: KAI evicts with the pod's "
         "own grace period and counts the GPU as held until the pod is gone.",
     )
+    max_pod_annotation_bytes: int = Field(
+        default=32768,
+        ge=4096,
+        le=262144,
+        description="The most bytes a tenant's pod may carry in annotations on the host (its labels included: the "
+        "syncer copies them into one): every synced pod, finished ones too, sits in KAI's caches and the gang "
+        "controller's lists.",
+    )
+    max_container_text_bytes: int = Field(
+        default=65536,
+        ge=4096,
+        le=1048576,
+        description="The most bytes a tenant's pod may carry in its containers' command, args and env (names and "
+        "values, every container together), the free text of a pod's spec; large configuration belongs in a "
+        "ConfigMap or a volume.",
+    )
+    max_finished_pods: int = Field(
+        default=100,
+        ge=10,
+        le=12500,
+        description="How many finished pods a tenant's vCluster keeps (its controller manager's "
+        "--terminated-pod-gc-threshold), and so the syncer keeps on the host; the quota counts only running ones.",
+    )
 
     def quota_for(self, tenant: TenantConfig) -> dict[str, str]:
         return {**DEFAULT_QUOTA, **self.quota, **tenant.quota}
@@ -342,6 +373,8 @@ class VClusterConfig(ConfigModel):
             min_gpu_memory_mib=pick(tenant.min_gpu_memory_mib, self.min_gpu_memory_mib),
             max_fraction_devices=pick(tenant.max_fraction_devices, self.max_fraction_devices),
             max_grace_seconds=self.max_termination_grace_seconds,
+            max_annotation_bytes=self.max_pod_annotation_bytes,
+            max_container_text_bytes=self.max_container_text_bytes,
         )
 
 

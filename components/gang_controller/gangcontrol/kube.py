@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+JSON = "application/json"
+METADATA_LIST = f"{JSON};as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,{JSON}"
+METADATA = f"{JSON};as=PartialObjectMetadata;g=meta.k8s.io;v=v1,{JSON}"
+"""Objects' metadata alone, as client-go's metadata informers ask for it (k8s.io/client-go metadata/metadata.go
+@v0.36.3): a pod's spec, however large, never reaches this program; a server without it sends whole objects."""
 
 
 class ApiError(Exception):
@@ -44,13 +49,15 @@ class Api:
         host = f"[{host}]" if ":" in host else host
         return cls(f"https://{host}:{port}", f"{SERVICE_ACCOUNT}/token", f"{SERVICE_ACCOUNT}/ca.crt")
 
-    def _open(self, method: str, path: str, query: Mapping[str, str], body: Any, timeout: float) -> Any:
+    def _open(
+        self, method: str, path: str, query: Mapping[str, str], body: Any, timeout: float, *, accept: str = JSON
+    ) -> Any:
         url = f"{self.base_url}{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Accept", "application/json")
+        request.add_header("Accept", accept)
         if data is not None:
             # This program's only PATCH is a JSON merge patch (RFC 7386), which a custom resource accepts.
             kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
@@ -66,13 +73,15 @@ class Api:
                 raise Expired(path) from None
             raise ApiError(error.code, error.reason) from None
 
-    def request(self, method: str, path: str, body: Any = None, **query: str) -> dict[str, Any]:
-        with self._open(method, path, query, body, self.timeout_seconds) as response:
+    def request(self, method: str, path: str, body: Any = None, *, accept: str = JSON, **query: str) -> dict[str, Any]:
+        with self._open(method, path, query, body, self.timeout_seconds, accept=accept) as response:
             text = response.read()
         result: dict[str, Any] = json.loads(text) if text else {}
         return result
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int, **query: str) -> Iterator[dict[str, Any]]:
+    def watch(
+        self, path: str, resource_version: str, timeout_seconds: int, *, accept: str = JSON, **query: str
+    ) -> Iterator[dict[str, Any]]:
         """Events after `resource_version` until the server ends the watch; Expired when it is too old."""
         query = {
             **query,
@@ -81,7 +90,7 @@ class Api:
             "timeoutSeconds": str(timeout_seconds),
             "allowWatchBookmarks": "true",
         }
-        with self._open("GET", path, query, None, timeout_seconds + self.timeout_seconds) as response:
+        with self._open("GET", path, query, None, timeout_seconds + self.timeout_seconds, accept=accept) as response:
             for line in response:
                 if not line.strip():
                     continue

@@ -2,8 +2,9 @@
 
 Level-triggered: each resync lists everything again and recomputes every gang, so a
 missed event, a restart or an expired watch costs at most one more list. Between two,
-a pod's event recomputes its own gang only. What is kept is small and grows with gangs,
-not pods: of a pod, only a gang member's few fields (GangPod), nothing of any other pod
+a pod's event recomputes its own gang only. Of a pod it asks for the metadata alone
+(all gang_pod reads), so no pod's spec, however large, reaches it. What is kept is small
+and grows with gangs, not pods: of a pod, only a gang member's few fields (GangPod), nothing of any other pod
 (a thousand teams' CoreDNS pods included); of a PodGroup, its name, labels, spec and
 scheduling conditions. Tenant namespaces and this program's PodGroups are listed again at
 each resync; pods are kept current by the watch.
@@ -33,7 +34,7 @@ from .gangs import (
     plan,
     tenants_of,
 )
-from .kube import Api, ApiError, Expired
+from .kube import JSON, METADATA, METADATA_LIST, Api, ApiError, Expired
 
 PODS = "/api/v1/pods"
 NAMESPACES = "/api/v1/namespaces"
@@ -99,19 +100,19 @@ class Controller:
         self.tenants = tenants_of(namespaces.get("items") or [])
         self.members, self.by_gang = {}, {}
         listing: dict[str, Any] = {}
-        for pod in self._pages(PODS, listing, labelSelector=SYNCED_POD_LABEL):
+        for pod in self._pages(PODS, listing, METADATA_LIST, labelSelector=SYNCED_POD_LABEL):
             self._remember(_key(pod), gang_pod(pod, self.tenants))
         version = str(listing["resourceVersion"])
         self.pod_groups = self._own_pod_groups()
         self.reconcile()
         return version
 
-    def _pages(self, path: str, listing: dict[str, Any], **query: str) -> Iterator[dict[str, Any]]:
+    def _pages(self, path: str, listing: dict[str, Any], accept: str = JSON, **query: str) -> Iterator[dict[str, Any]]:
         """Every item, one page at a time of one consistent snapshot, so a list costs a page's memory, not the
         whole cluster's; `listing` gets the last page's metadata (its resourceVersion)."""
         query = {**query, "limit": str(PAGE)}
         while True:
-            page = self.api.request("GET", path, **query)
+            page = self.api.request("GET", path, accept=accept, **query)
             yield from page.pop("items", None) or []
             listing.clear()
             listing.update(page.get("metadata") or {})
@@ -233,7 +234,7 @@ class Controller:
                 version = self.relist()
                 self.beat()
                 for event in self.api.watch(
-                    PODS, version, self.settings.resync_seconds, labelSelector=SYNCED_POD_LABEL
+                    PODS, version, self.settings.resync_seconds, accept=METADATA, labelSelector=SYNCED_POD_LABEL
                 ):
                     touched = self.apply(event)
                     if touched:
