@@ -295,6 +295,11 @@ VCLUSTER_CHART = "vcluster"
 VCLUSTER_VERIFIED_VERSION = "0.35.1"
 """The vCluster whose syncer the fence and the gangs were read against (every @v0.35.1 in this file): another
 version is a warning until each of those behaviours is read again at it."""
+VCLUSTER_OSS_REPOSITORY = "loft-sh/vcluster-oss"
+"""The open-source build of the control plane (cmd/vcluster, Dockerfile; released as
+ghcr.io/loft-sh/vcluster-oss:<version>, .goreleaser.yaml @v0.35.1): the chart's default is
+loft-sh/vcluster-pro, "the pro repository that includes the optional pro modules" (chart/values.yaml
+controlPlane.statefulSet.image), whose source is not public, so not what this file was read against."""
 SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
 VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 # Set to the vCluster's name, and to the object's virtual namespace, on every object its syncer creates on the

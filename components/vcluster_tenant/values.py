@@ -15,6 +15,7 @@ from components.vcluster_tenant.endpoints import Endpoint
 from config.upstream import (
     HOSTNAME_LABEL,
     KUBECONFIG_SECRET_PREFIX,
+    VCLUSTER_OSS_REPOSITORY,
 )
 from config.vcluster_tenant.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
 
@@ -109,7 +110,10 @@ def vcluster_values(
         # The serving certificate must name what teams connect to (loft-sh/vcluster pkg/server/cert/cert.go
         # @v0.35.1 adds only the pods' host IPs for a NodePort Service, and no router hostname).
         "proxy": {"extraSANs": [endpoint.name]},
-        "statefulSet": {"persistence": {"volumeClaim": volume_claim}},
+        "statefulSet": {
+            "persistence": {"volumeClaim": volume_claim},
+            "image": {"repository": VCLUSTER_OSS_REPOSITORY},
+        },
         # The virtual controller manager's pod collection: a finished pod stays in the vCluster, and so on the
         # host, until it is collected, and the quota counts only running pods (loft-sh/vcluster pkg/k8s/k8s.go
         # MergeArgs(args, controllerManager.ExtraArgs) @v0.35.1; kubernetes pkg/controller/podgc @v1.36.3).

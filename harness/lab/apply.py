@@ -11,10 +11,13 @@ Kubernetes object by server-side apply.
 
 Waits honoured: every release's hooks and, unless `skipAwait`, its resources; a Job until it
 completes or fails (as pulumi-kubernetes awaits it); a Deployment until it is available.
-Not honoured, and said so: a tenant's kubeconfig gate, which waits for the Secret only a
-running vCluster writes (faked here until the lab runs the real syncer). What cannot be
-applied (a tenant's add-ons, which go to the tenant's own API) is printed as SKIPPED;
-every object the API server refuses is printed as REFUSED and makes the exit status 1.
+Each tenant's vCluster runs for real (the lab's kubelet runs its pod: tenants.py), writes its
+kubeconfig Secret, and its gate awaits it. The program reads that Secret while it runs, before
+anything is applied, as `pulumi preview` would on a fresh stack: a first apply stands in for it
+(and says so), a second reads the real one. What cannot be applied yet (a tenant's add-ons,
+which go to the tenant's own API) is printed as SKIPPED; every object the API server refuses
+is printed as REFUSED and makes the exit status 1. Each tenant's kubeconfig ends in
+DIR/tenants/<team>/kubeconfig.
 """
 
 import concurrent.futures
@@ -46,6 +49,7 @@ from harness.check import stack_file_of
 from harness.lab.cluster import LabPaths, admin_client, read_lab, write_lab
 from harness.lab.images import runs_as_processes
 from harness.lab.kube import ApiError, Kube
+from harness.lab.tenants import tenants
 from harness.mocks import CONFIG_MAP, ENDPOINT_SLICE, NODE, SECRET, RealisticMocks
 from harness.monitor import Registration, unwrap_secrets
 from harness.program import ProgramRun, main_program, run_pulumi
@@ -54,8 +58,6 @@ from harness.tools import chart_path, helm_path
 Json = dict[str, Any]
 RELEASE = "kubernetes:helm.sh/v3:Release"
 NOT_AWAITED = {
-    ("Job", "kubeconfig-gate"): "waits for the vc-<team> Secret, which only a running vCluster writes; the lab "
-    "fakes the vCluster until it runs the real syncer",
     ("Job", "kai-gate"): "waits for kai-config to turn Ready, which only KAI's operator makes it; the lab fakes "
     "the operator (the module proxy serves no github.com/NVIDIA/KAI-scheduler): what waits for this gate is "
     "applied anyway",
@@ -176,6 +178,16 @@ def manifest(registration: Registration) -> Json | None:
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **inputs}
 
 
+def field_manager(registration: Registration) -> str:
+    """Who applies it: `pulumi-kubernetes`, or for a Patch a field manager of its own ("a random FieldManager name
+    will be used for each Patch resource": pulumi_kubernetes core/v1/NamespacePatch.py @4.34.2), so that a patch of
+    an object the stack also manages never takes the object's other fields away (one manager's apply owns exactly
+    what it sends). Stable per resource here, as the provider keeps its generated name in the state."""
+    if registration.type.endswith("Patch"):
+        return f"pulumi-kubernetes-{hashlib.sha256(registration.urn.encode()).hexdigest()[:8]}"
+    return "pulumi-kubernetes"
+
+
 def _describe(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     where = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta.get("name", "?")
@@ -271,7 +283,7 @@ class Applier:
             if provider not in self.lab_provider:
                 self.outcome.skipped.append(
                     f"SKIPPED {registration.type} {registration.name}: goes to the tenant's own API server "
-                    "(its vCluster), faked here until the lab runs the real syncer"
+                    "(its vCluster), which the lab's apply does not reach yet"
                 )
                 return
         if registration.type == RELEASE:
@@ -287,7 +299,7 @@ class Applier:
         await.go Creation, `retrier.Do(apierrors.IsNotFound, meta.IsNoMatchError)`)."""
         for attempt in range(6):
             try:
-                applied = self.admin.apply(obj, manager="pulumi-kubernetes")
+                applied = self.admin.apply(obj, manager=field_manager(registration))
                 break
             except ApiError as error:
                 if error.code != 404 or attempt == 5:
@@ -484,6 +496,12 @@ def apply_stack(argument: str, state: Path) -> int:
         print(line)
     if mocks.stood_in:
         print(f"stood in for what the lab cannot make yet: {', '.join(sorted(set(mocks.stood_in)))}")
+    for tenant in tenants(admin, state):
+        print(
+            f"tenant {tenant.name}: KUBECONFIG={tenant.kubeconfig}"
+            if tenant.kubeconfig
+            else f"tenant {tenant.name}: its vCluster has written no kubeconfig"
+        )
     if outcome.refused:
         print(f"lab: {len(outcome.refused)} refused; the first: {outcome.refused[0]}", file=sys.stderr)
         return 1

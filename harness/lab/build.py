@@ -1,10 +1,12 @@
-"""The lab's programs, built from their Go modules at the versions `go/go.mod` pins, once per version.
+"""The lab's programs, built from their Go modules at the versions their lock files pin, once per version.
 
-Every component is a tool of one main module (`harness/lab/go`), so one `go build` compiles
-their shared dependencies (client-go, grpc, prometheus) once and the modules resolve to one
-Kubernetes patch. The binaries land in a folder named after a digest of go.mod, go.sum, the
-Go version and the flags: the same pins find the same folder, so a second `up` builds
-nothing and a new pin builds next to the old. GPU_TENANCY_LAB_CACHE moves the cache
+The cluster's components are tools of one main module (`harness/lab/go`), so one `go build`
+compiles their shared dependencies (client-go, grpc, prometheus) once and the modules resolve
+to one Kubernetes patch. A tenant's vCluster (`go-vcluster`) and its kine (`go-kine`, which
+needs cgo for SQLite) have lock files of their own: each pins the dependencies its release
+was built with, which the cluster's must not move. The binaries land in a folder named after
+a digest of every go.mod and go.sum, the Go version and the flags: the same pins find the
+same folder, so a second `up` builds nothing and a new pin builds next to the old. GPU_TENANCY_LAB_CACHE moves the cache
 (default ~/.cache/gpu-tenancy/lab); Go's own module and build caches stay where `go env`
 puts them.
 """
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GO_MODULE = Path(__file__).resolve().parent / "go"
+VCLUSTER_MODULE = GO_MODULE.with_name("go-vcluster")
+KINE_MODULE = GO_MODULE.with_name("go-kine")
 CACHE_VARIABLE = "GPU_TENANCY_LAB_CACHE"
 
 
@@ -31,6 +35,9 @@ class Component:
     """What `go build` builds, as the main module names it."""
     module: str
     """The module whose pinned version the component reports."""
+    main_module: Path = GO_MODULE
+    """The lock file's folder."""
+    cgo: bool = False
 
 
 COMPONENTS = (
@@ -45,17 +52,22 @@ COMPONENTS = (
         "github.com/prometheus-community/prom-label-proxy",
         "github.com/prometheus-community/prom-label-proxy",
     ),
+    Component("vcluster", "github.com/loft-sh/vcluster/cmd/vcluster", "github.com/loft-sh/vcluster", VCLUSTER_MODULE),
+    # vCluster's default backing store, kine on SQLite (mattn/go-sqlite3, which needs cgo: k3s-io/kine
+    # pkg/drivers/sqlite/sqlite_nocgo.go @v0.14.10).
+    Component("kine", "github.com/k3s-io/kine", "github.com/k3s-io/kine", KINE_MODULE, cgo=True),
 )
+MAIN_MODULES = tuple(dict.fromkeys(c.main_module for c in COMPONENTS))
 
 
-def pinned_versions() -> dict[str, str]:
-    """Module -> version, as go.mod requires it (the lock file)."""
-    text = (GO_MODULE / "go.mod").read_text()
+def pinned_versions(main_module: Path = GO_MODULE) -> dict[str, str]:
+    """Module -> version, as that main module's go.mod requires it (the lock file)."""
+    text = (main_module / "go.mod").read_text()
     return dict(re.findall(r"^(?:require\s+|\s+)(\S+) (v\S+)(?: // indirect)?$", text, re.MULTILINE))
 
 
 def version_of(component: Component) -> str:
-    return pinned_versions()[component.module]
+    return pinned_versions(component.main_module)[component.module]
 
 
 def _ldflags() -> str:
@@ -93,8 +105,10 @@ def build_key() -> str:
     """What the binaries depend on: the pins, the Go version and the flags."""
     version = subprocess.run([_go(), "env", "GOVERSION"], check=True, capture_output=True, text=True).stdout
     digest = hashlib.sha256()
-    for part in ((GO_MODULE / "go.mod").read_bytes(), (GO_MODULE / "go.sum").read_bytes(), version.encode()):
-        digest.update(part)
+    for main_module in MAIN_MODULES:
+        digest.update((main_module / "go.mod").read_bytes())
+        digest.update((main_module / "go.sum").read_bytes())
+    digest.update(version.encode())
     digest.update(_ldflags().encode())
     return digest.hexdigest()[:16]
 
@@ -107,6 +121,14 @@ def built() -> Path | None:
     """The folder of binaries for these pins, when every one is there."""
     folder = binary_folder()
     return folder if all((folder / c.binary).is_file() for c in COMPONENTS) else None
+
+
+def _builds() -> dict[tuple[Path, bool], list[str]]:
+    """One `go build` per lock file and cgo setting, with its packages."""
+    builds: dict[tuple[Path, bool], list[str]] = {}
+    for component in COMPONENTS:
+        builds.setdefault((component.main_module, component.cgo), []).append(component.package)
+    return builds
 
 
 def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Path:
@@ -122,12 +144,17 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
         staging = folder.with_name(folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        environment = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
         command = [_go(), "build", "-trimpath", "-ldflags", _ldflags(), "-o", f"{staging}/"]
-        packages = [c.package for c in COMPONENTS]
-        result = subprocess.run([*command, *packages], cwd=GO_MODULE, env=environment, check=False)
-        if result.returncode != 0:
-            raise SystemExit(f"lab: `go build` failed in {GO_MODULE} (exit {result.returncode}); see above")
+        for (main_module, cgo), packages in _builds().items():
+            environment = {
+                **os.environ,
+                "CGO_ENABLED": "1" if cgo else "0",
+                "GOTOOLCHAIN": "local",
+                "GOFLAGS": "-mod=readonly",
+            }
+            result = subprocess.run([*command, *packages], cwd=main_module, env=environment, check=False)
+            if result.returncode != 0:
+                raise SystemExit(f"lab: `go build` failed in {main_module} (exit {result.returncode}); see above")
         staging.rename(folder)
         progress(f"lab: built into {folder}")
         return folder

@@ -30,6 +30,7 @@ from harness.lab.kube import ApiError, Credentials, Kube
 from harness.lab.network import KUBERNETES_SERVICE_IP, SERVICE_CIDR, LabNetwork, claim_network
 from harness.lab.processes import Process, free_port, start, wait_until
 from harness.lab.stages import FAKE_NODE_ANNOTATION, stages_yaml, storage_class
+from harness.lab.tenants import tenants
 
 SCHEMA = 1
 GPU_PRODUCT = "NVIDIA-L40S"
@@ -452,6 +453,12 @@ def status(state: Path, *, as_json: bool = False) -> int:
         print(f"API server {lab['apiServer']['url']}; KUBECONFIG={LabPaths(state.resolve()).kubeconfig}")
         if lab.get("faked"):
             print(f"faked by KWOK: {len(lab['faked'])} pods (lab.json `faked`)")
+        if not down_now:
+            for tenant in tenants(admin_client(state), state.resolve()):
+                where = f"KUBECONFIG={tenant.kubeconfig}" if tenant.kubeconfig else "no kubeconfig yet"
+                print(
+                    f"tenant {tenant.name:17} {'ready' if tenant.ready else 'starting':8} {tenant.namespace}; {where}"
+                )
     for name in down_now:
         data = lab["processes"].get(name)
         if data:

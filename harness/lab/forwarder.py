@@ -5,7 +5,9 @@ endpoints to one file; this forwarder runs in a network namespace of its own on 
 bridge (as root, to hold every ClusterIP on its loopback), every pod routes the Service
 range to it, and it pipes each connection to an endpoint, as kube-proxy's rules would send
 it, so no pod's own ports are taken. TCP only; the endpoint sees the forwarder's address
-as the client's (as kube-proxy's masquerading does). Standard library.
+as the client's (as kube-proxy's masquerading does). With `--on-host` it serves the node
+ports instead, in the host's namespace, at the gateway address that stands for the nodes'.
+Standard library.
 """
 
 import asyncio
@@ -19,8 +21,10 @@ Target = tuple[str, int]
 
 
 class Forwarder:
-    def __init__(self, services: Path) -> None:
+    def __init__(self, services: Path, *, own_addresses: bool = True) -> None:
         self.services = services
+        self.own_addresses = own_addresses
+        """Add each front address to the loopback (ClusterIPs); the host's own addresses are there already."""
         self.targets: dict[Target, list[Target]] = {}
         self.servers: dict[Target, asyncio.AbstractServer] = {}
         self.addresses: set[str] = set()
@@ -63,7 +67,7 @@ class Forwarder:
         for front in wanted:
             if front in self.servers:
                 continue
-            if front[0] not in self.addresses:
+            if self.own_addresses and front[0] not in self.addresses:
                 subprocess.run(["ip", "addr", "add", f"{front[0]}/32", "dev", "lo"], capture_output=True, check=False)
                 self.addresses.add(front[0])
             try:
@@ -80,4 +84,4 @@ class Forwarder:
 
 
 if __name__ == "__main__":
-    asyncio.run(Forwarder(Path(sys.argv[1])).run())
+    asyncio.run(Forwarder(Path(sys.argv[1]), own_addresses="--on-host" not in sys.argv[2:]).run())

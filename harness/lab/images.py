@@ -19,6 +19,8 @@ from config.upstream import KUBECTL, KUBECTL_IMAGE, PROM_LABEL_PROXY, PROM_LABEL
 KAI_CRD_UPGRADER = "ghcr.io/kai-scheduler/kai-scheduler/crd-upgrader"
 _APPLY_CRDS = "kubectl apply --server-side=true --force-conflicts -f /internal-crds"
 """deployments/crd-upgrader/apply-crds.sh @v0.16.8, the crd-upgrader image's CMD."""
+VCLUSTER_IMAGE = "ghcr.io/loft-sh/vcluster-oss"
+VCLUSTER_KUBERNETES_IMAGE = "ghcr.io/loft-sh/kubernetes"
 KAI_CHART_CRDS = "kai-chart-crds"
 """A file source: the crds/ folder of the pinned KAI chart."""
 
@@ -78,6 +80,40 @@ IMAGES = (
         source="kai-scheduler/KAI-Scheduler deployments/crd-upgrader/Dockerfile and apply-crds.sh @v0.16.8 "
         "(alpine 3.20 with bash, kubectl v1.35.0 in /usr/bin, the chart's CRDs in /internal-crds)",
         substitutes={"kubectl": "the lab's kubectl, not v1.35.0", "bash": "this machine's bash, not alpine's"},
+    ),
+    Image(
+        VCLUSTER_IMAGE,
+        "host",
+        {"/vcluster": "lab:vcluster"},
+        entrypoint=("/vcluster", "start"),
+        source="loft-sh/vcluster Dockerfile @v0.35.1 (alpine 3.23, /vcluster from cmd/vcluster, ENTRYPOINT "
+        "/vcluster start, no USER)",
+        substitutes={
+            "vcluster": "cmd/vcluster built from the Go module without the release's version stamp (so its "
+            "telemetry, which a dev build skips, stays off)",
+        },
+    ),
+    Image(
+        VCLUSTER_KUBERNETES_IMAGE,
+        "host",
+        {
+            "/kubernetes/kube-apiserver": "lab:kube-apiserver",
+            "/kubernetes/kube-controller-manager": "lab:kube-controller-manager",
+            "/kubernetes/kube-scheduler": "lab:kube-scheduler",
+            "/kubernetes/kine": "lab:kine",
+        },
+        user=1000,
+        source="loft-sh/kubernetes hack/Dockerfile, hack/kubernetes-v1.36 @v1.36.0 (alpine 3.18 with bash, the "
+        "control plane in /kubernetes, kine v0.14.10, USER kubernetes); the chart's init container copies it to "
+        "/binaries",
+        substitutes={
+            "kube-apiserver": "the lab's Kubernetes patch, not v1.36.0",
+            "kube-controller-manager": "the lab's Kubernetes patch, not v1.36.0",
+            "kube-scheduler": "the lab's Kubernetes patch, not v1.36.0",
+            "kine": "github.com/k3s-io/kine v0.14.10 (the module proxy's), not loft-sh's fork of it, whose two "
+            "commits add RDS IAM authentication and its release process",
+            "cp": "this machine's coreutils, not alpine's busybox",
+        },
     ),
 )
 

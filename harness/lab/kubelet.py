@@ -4,7 +4,7 @@ What a kubelet does for such a pod, this does too, from the pod as the API serve
 a network namespace with an address on the lab's bridge (network.py), the Services'
 ClusterIPs forwarded inside it (forwarder.py), /etc/hosts naming every Service, the
 ServiceAccount token by TokenRequest bound to the pod, ConfigMap, Secret, projected,
-downward-API and emptyDir volumes, the env with its references, init containers in
+downward-API, emptyDir and bound PersistentVolumeClaim volumes, the env with its references, init containers in
 order then the containers, each in its image's root as its user (podexec.py); restarts
 by restartPolicy, readiness by the pod's httpGet and tcpSocket probes, status written
 back, and deletion after SIGTERM and the grace period. It is the lab's own program, not
@@ -81,6 +81,7 @@ class Services:
 
     admin: Kube
     folder: Path
+    gateway: str
     entries: list[Json] = field(default_factory=list)
     by_namespace: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
@@ -93,6 +94,9 @@ class Services:
             if owner:
                 endpoints.setdefault((entry["metadata"]["namespace"], owner), []).append(entry)
         entries: list[Json] = []
+        # Every node port at the lab's gateway, which stands for every node's address (the stack's host.address
+        # in the lab), as kube-proxy serves it on a node: a tenant's kubeconfig names it.
+        node_ports: list[Json] = []
         names: dict[str, list[tuple[str, str]]] = {}
         for service in services:
             meta, spec = service["metadata"], service.get("spec", {})
@@ -113,8 +117,11 @@ class Services:
                             continue
                         targets += [[a, n] for a in endpoint.get("addresses", []) for n in numbers]
                 entries.append({"ip": address, "port": port["port"], "endpoints": targets})
+                if port.get("nodePort"):
+                    node_ports.append({"ip": self.gateway, "port": port["nodePort"], "endpoints": targets})
         self.entries, self.by_namespace = entries, names
         _write_in_place(self.folder / "services.json", json.dumps(entries))
+        _write_in_place(self.folder / "node-ports.json", json.dumps(node_ports))
 
     def hosts(self, namespace: str, pod_name: str, pod_address: str) -> str:
         lines = ["127.0.0.1 localhost", f"{pod_address} {pod_name}"]
@@ -291,11 +298,24 @@ class PodRunner(threading.Thread):
                 folder.chmod(0o755)
             elif "downwardAPI" in volume:
                 self._downward_files(folder, volume["downwardAPI"], volume["downwardAPI"].get("defaultMode", 0o644))
+            elif "persistentVolumeClaim" in volume:
+                folder = self._claimed(volume["persistentVolumeClaim"]["claimName"])
             else:
                 kinds = sorted(k for k in volume if k != "name")
                 raise RuntimeError(f"volume {volume['name']} ({', '.join(kinds)}) is not offered by the lab's kubelet")
             folders[volume["name"]] = folder
         return folders
+
+    def _claimed(self, claim: str) -> Path:
+        """A bound claim's volume: a folder of the lab's per PersistentVolume (KWOK's stages bind it, stages.py),
+        kept when the pod goes, so a StatefulSet's restarted pod finds its data, as on a hostpath volume."""
+        found = self.kubelet.admin.find("v1", "PersistentVolumeClaim", claim, self.pod_namespace)
+        volume = str(((found or {}).get("spec") or {}).get("volumeName") or "")
+        if not volume:
+            raise RuntimeError(f"PersistentVolumeClaim {self.pod_namespace}/{claim} is not bound")
+        folder: Path = self.kubelet.state / "volumes" / volume
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def _project(self, folder: Path, part: Json, mode: int) -> None:
         """One source of a projected volume: a token bound to the pod, a ConfigMap's or Secret's keys, or fields."""
@@ -702,7 +722,7 @@ class LabKubelet:
         self.admin = Kube(Credentials(lab["apiServer"]["url"], pki.ca, certificate, key))
         self.run_folder = state / "run"
         self.run_folder.mkdir(parents=True, exist_ok=True)
-        self.services = Services(self.admin, self.run_folder)
+        self.services = Services(self.admin, self.run_folder, self.network.gateway)
         self.pods: dict[str, PodRunner] = {}
         self.processes: dict[str, Json] = {}
         self.free_indexes: list[int] = []
@@ -753,6 +773,7 @@ class LabKubelet:
             runner._stop_all(2)
             runner._teardown()
         self.forwarder.kill()
+        self.node_port_forwarder.kill()
         os._exit(0)
 
     def _index(self) -> int:
@@ -813,6 +834,13 @@ class LabKubelet:
                 "harness.lab.forwarder",
                 str(self.run_folder / "services.json"),
             ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        # The node ports, in this (the host's) network namespace, where the gateway's address is.
+        self.node_port_forwarder = subprocess.Popen(
+            [sys.executable, "-m", "harness.lab.forwarder", str(self.run_folder / "node-ports.json"), "--on-host"],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
