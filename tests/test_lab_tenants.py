@@ -52,8 +52,9 @@ def kubectl(lab: Lab, team: str, *args: str, stdin: str | None = None) -> subpro
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=60, check=False)
 
 
-def apply(lab: Lab, team: str, pod: Json) -> None:
-    done = kubectl(lab, team, "apply", "-f", "-", stdin=json.dumps(pod))
+def apply(lab: Lab, team: str, pod: Json, *, server_side: bool = False) -> None:
+    how = ["--server-side"] if server_side else []
+    done = kubectl(lab, team, "apply", *how, "-f", "-", stdin=json.dumps(pod))
     assert done.returncode == 0, done.stderr
 
 
@@ -120,14 +121,92 @@ REFUSED: dict[str, tuple[Json, str]] = {
 }
 
 
+def _container(**fields: Any) -> list[Json]:
+    return [{"name": "main", "image": CUDA, "command": ["sleep", "infinity"], **fields}]
+
+
+REFUSED.update(
+    {
+        # The suite's other attack tables, replayed from inside (tests/test_tenant_admission.py ATTACKS,
+        # tests/test_kai_bookkeeping.py ROUND_THREE and SIZES).
+        "visible-devices-all": (
+            team_pod("visible", containers=_container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
+            "NVIDIA_VISIBLE_DEVICES may only be",
+        ),
+        "cdi-annotation": (team_pod("cdi", annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}), "CDI device"),
+        "trains-in-an-init-container": (
+            team_pod(
+                "init-gpu",
+                initContainers=[{"name": "warm-up", "image": CUDA, "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            ),
+            "init containers",
+        ),
+        "poses-as-part-of-the-platform": (
+            team_pod("platform", labels={"app.kubernetes.io/part-of": "gpu-tenancy"}),
+            "mark the platform's own objects",
+        ),
+        "writes-the-platforms-annotation": (
+            team_pod("empty-mark", annotations={"gpu-tenancy/gang-empty": "true"}),
+            "gpu-tenancy/* are the platform's own",
+        ),
+        # kubectl's client-side apply copies the whole manifest into an annotation, so its env counts there first
+        # (the API server gives the first refusal); a server-side apply adds none.
+        "carries-a-dataset-in-env": (
+            team_pod("dataset", containers=_container(env=[{"name": "DATA", "value": "d" * 70000}])),
+            "annotations hold",
+        ),
+        "carries-a-dataset-in-env-applied-server-side": (
+            team_pod("dataset-ssa", containers=_container(env=[{"name": "DATA", "value": "d" * 70000}])),
+            "command, args and env",
+        ),
+        "counts-characters-not-bytes": (team_pod("euro", annotations={"notes": "€" * 11000}), "annotations hold"),
+    }
+)
+
+
 @pytest.mark.parametrize("name", REFUSED)
 def test_a_pod_the_fence_refuses_never_reaches_the_host_and_the_team_is_told_why(lab: Lab, name: str) -> None:
+    """Applied with kubectl inside the tenant; the host refuses what the real syncer sends, and the syncer tells
+    the team with a SyncError event on its pod."""
     pod, told = REFUSED[name]
-    apply(lab, "team-nlp", pod)
+    apply(lab, "team-nlp", pod, server_side=name.endswith("-server-side"))
     pod_name = pod["metadata"]["name"]
     errors = eventually(lambda: sync_errors(lab, "team-nlp", pod_name), within=30)
     assert any(told in error for error in errors), errors
     assert host_pod(lab, "team-nlp", pod_name) is None
+
+
+ORDINARY = {
+    "ddp-worker": team_pod(
+        "bert-worker-1",
+        labels={"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker"},
+        containers=_container(
+            env=[{"name": "MASTER_ADDR", "value": "bert-master-0"}, {"name": "WORLD_SIZE", "value": "4"}],
+            resources={"limits": {"nvidia.com/gpu": "1"}},
+        ),
+    ),
+    "vllm-inference": team_pod(
+        "vllm-7d9f8-x2k4p",
+        labels={"priorityClassName": "inference", "pod-template-hash": "7d9f8"},
+        containers=_container(args=["--model", "Qwen/Qwen3-8B"], resources={"limits": {"nvidia.com/gpu": "1"}}),
+    ),
+    "ray-head": team_pod("rc-head-abcde", labels={"ray.io/cluster": "rc", "ray.io/node-type": "head"}),
+    "checkpoints-within-the-maximum": team_pod("checkpoints", terminationGracePeriodSeconds=300),
+    "kubectl-applied-with-its-configuration": team_pod(
+        "applied", annotations={"kubectl.kubernetes.io/last-applied-configuration": '{"kind":"Pod"}' * 300}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", ORDINARY)
+def test_ordinary_workloads_reach_the_host_through_the_real_syncer(lab: Lab, name: str) -> None:
+    pod = ORDINARY[name]
+    apply(lab, "team-nlp", pod)
+    pod_name = pod["metadata"]["name"]
+    host = eventually(lambda: host_pod(lab, "team-nlp", pod_name), within=30)
+    assert host["metadata"]["labels"]["kai.scheduler/queue"] == "team-nlp"
+    # A write that lost a race with another is retried (optimistic concurrency); any other error is a failure.
+    assert not [e for e in sync_errors(lab, "team-nlp", pod_name) if "the object has been modified" not in e]
 
 
 def test_a_pod_that_names_a_system_priority_class_gets_none_on_the_host(lab: Lab) -> None:
@@ -144,6 +223,8 @@ MODELLED = {
     "labelled": team_pod("labelled-model", labels={"training.kubeflow.org/job-name": "bert", "release": "r1"}),
     "annotated": team_pod("annotated-model", annotations={"prometheus.io/scrape": "true", "note": "x"}),
 }
+MUTATED = {"kai.scheduler/queue"}
+"""What the fence's pinning policy sets on the host pod; the syncer brings it back into the team's pod."""
 ADDED_BY_THE_HOST = {"kubernetes.io/limit-ranger"}
 """What the host's admission adds (its LimitRanger, for the tenant's LimitRange), not the syncer."""
 
@@ -161,8 +242,10 @@ def test_the_model_of_the_syncer_writes_what_the_real_one_writes(lab: Lab, name:
     # What the host added comes back into the team's pod; it is not the team's.
     for key in ADDED_BY_THE_HOST:
         virtual["metadata"].get("annotations", {}).pop(key, None)
+    for key in MUTATED:
+        virtual["metadata"].get("labels", {}).pop(key, None)
     model = to_host(virtual, vcluster="team-nlp", namespace_labels=virtual_namespace_labels(lab, "team-nlp"))
-    mutated = {"kai.scheduler/queue"}
+    mutated = MUTATED
     real_labels = real["metadata"]["labels"]
     for key, value in model["metadata"]["labels"].items():
         if key not in mutated:
@@ -173,10 +256,20 @@ def test_the_model_of_the_syncer_writes_what_the_real_one_writes(lab: Lab, name:
         if key.startswith(TOKEN_ANNOTATION):
             (token,) = [v for k, v in real_annotations.items() if k.startswith(TOKEN_ANNOTATION)]
             assert abs(len(token) - len(value)) < 200, len(token)
+        elif key == LABELS_ANNOTATION:
+            # The syncer rewrites it once the pinning has come back into the team's pod, whenever that is.
+            assert _team_labels(real_annotations[key]) == _team_labels(value), (real_annotations[key], value)
         else:
             assert real_annotations.get(key) == value, (key, value, real_annotations.get(key))
     extra = {k for k in real_annotations if k not in model["metadata"]["annotations"]}
     assert {k for k in extra if not k.startswith(TOKEN_ANNOTATION)} <= ADDED_BY_THE_HOST
+
+
+LABELS_ANNOTATION = "vcluster.loft.sh/labels"
+
+
+def _team_labels(annotation: str) -> set[str]:
+    return {line for line in annotation.splitlines() if line.split("=", 1)[0] not in MUTATED}
 
 
 def virtual_namespace_labels(lab: Lab, team: str) -> Json:

@@ -3,7 +3,11 @@
 Modelled on the stages KWOK ships (kustomize/stage/node/fast, node/heartbeat, pod/fast and
 pod/general @v0.8.0), with the lab's own rules for pods:
 - a pod whose every image the lab runs (images.py) is never touched: the lab's kubelet runs it;
-- every other pod starts and turns Ready at once (its containers "run");
+- every other pod starts and turns Ready at once (its containers "run", each reporting its resources,
+  as a 1.36 kubelet does: the API server allows a resize only of a pod whose running containers report
+  them, kubernetes pkg/apis/core/validation/validation.go isPodResizeRequestSupported @v1.36.3, and
+  vCluster's syncer resizes every host pod whose resources differ from the team's pod's,
+  pkg/controllers/resources/pods/syncer.go resizeHostPodContainerResourcesInPlace @v0.35.1);
 - a Job's pod, or a test's pod annotated `lab.gpu-tenancy.dev/complete-after: <duration>`, completes
   after that long (1 s for a Job's by default), with exit code 0 or the one in
   `lab.gpu-tenancy.dev/exit-code`; a Deployment's pod never completes;
@@ -158,6 +162,7 @@ spec:
         restartCount: 0
         started: true
         state: {{running: {{startedAt: {{{{ $now | Quote }}}}}}}}
+        resources: {{{{ with .resources }}}}{{{{ toJson . }}}}{{{{ else }}}}{{}}{{{{ end }}}}
       {{{{ end }}}}
       initContainerStatuses:
       {{{{ range .spec.initContainers }}}}
