@@ -410,9 +410,16 @@ def _operator(lab: Lab, *, available: bool = True) -> None:
     # A DaemonSet of the last test's goes first, with its pods: a rolling update would leave old pods behind.
     for name in GPU_OPERATOR_DAEMONSETS:
         lab.admin.delete("apps/v1", "DaemonSet", name, OPERATOR_NAMESPACE)
-        for pod in lab.admin.list("v1", "Pod", OPERATOR_NAMESPACE, selector=f"app={name}"):
+
+    def gone() -> bool:
+        """A pod the DaemonSet made just before it went is collected with its own grace period (30 s, and a dead
+        node's never ends): each round deletes what is left at once."""
+        left = lab.admin.list("v1", "Pod", OPERATOR_NAMESPACE)
+        for pod in left:
             lab.admin.delete("v1", "Pod", pod["metadata"]["name"], OPERATOR_NAMESPACE, grace_seconds=0)
-    assert wait_for(lambda: not lab.admin.list("v1", "Pod", OPERATOR_NAMESPACE), 60, 0.2)
+        return not left
+
+    assert wait_for(gone, 60, 0.5)
     for name in GPU_OPERATOR_DAEMONSETS:
         container: Json = {"name": name, "image": f"nvcr.io/nvidia/{name}:v26.3.3"}
         if not available:
