@@ -2,7 +2,8 @@
 
 The cluster's components are tools of one main module (`harness/lab/go`), so one `go build`
 compiles their shared dependencies (client-go, grpc, prometheus) once and the modules resolve
-to one Kubernetes patch. A tenant's vCluster (`go-vcluster`) and its kine (`go-kine`, which
+to one Kubernetes patch. Each vCluster release the lab runs (`go-vcluster-<version>`, one per
+version, so a tenant can be upgraded from one to the next) and its kine (`go-kine`, which
 needs cgo for SQLite) have lock files of their own: each pins the dependencies its release
 was built with, which the cluster's must not move. The binaries land in a folder named after
 a digest of every go.mod and go.sum, the Go version and the flags: the same pins find the
@@ -23,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GO_MODULE = Path(__file__).resolve().parent / "go"
-VCLUSTER_MODULE = GO_MODULE.with_name("go-vcluster")
+VCLUSTER_VERSIONS = ("0.35.1", "0.36.1")
+"""The vCluster releases the lab builds: the one the fence was read against and the next minor, whose chart
+../shared/reference holds, so a tenant's upgrade runs on the real programs."""
 KINE_MODULE = GO_MODULE.with_name("go-kine")
 CACHE_VARIABLE = "GPU_TENANCY_LAB_CACHE"
 
@@ -40,6 +43,14 @@ class Component:
     cgo: bool = False
 
 
+def vcluster_binary(version: str) -> str:
+    return f"vcluster-{version}"
+
+
+def vcluster_module(version: str) -> Path:
+    return GO_MODULE.with_name(f"go-vcluster-{version}")
+
+
 COMPONENTS = (
     Component("etcd", "./etcd", "go.etcd.io/etcd/server/v3"),
     Component("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes"),
@@ -52,7 +63,15 @@ COMPONENTS = (
         "github.com/prometheus-community/prom-label-proxy",
         "github.com/prometheus-community/prom-label-proxy",
     ),
-    Component("vcluster", "github.com/loft-sh/vcluster/cmd/vcluster", "github.com/loft-sh/vcluster", VCLUSTER_MODULE),
+    *(
+        Component(
+            vcluster_binary(version),
+            "github.com/loft-sh/vcluster/cmd/vcluster",
+            "github.com/loft-sh/vcluster",
+            vcluster_module(version),
+        )
+        for version in VCLUSTER_VERSIONS
+    ),
     # vCluster's default backing store, kine on SQLite (mattn/go-sqlite3, which needs cgo: k3s-io/kine
     # pkg/drivers/sqlite/sqlite_nocgo.go @v0.14.10).
     Component("kine", "github.com/k3s-io/kine", "github.com/k3s-io/kine", KINE_MODULE, cgo=True),
@@ -123,12 +142,21 @@ def built() -> Path | None:
     return folder if all((folder / c.binary).is_file() for c in COMPONENTS) else None
 
 
-def _builds() -> dict[tuple[Path, bool], list[str]]:
-    """One `go build` per lock file and cgo setting, with its packages."""
-    builds: dict[tuple[Path, bool], list[str]] = {}
+def _builds() -> dict[tuple[Path, bool], list[Component]]:
+    """One `go build` per lock file and cgo setting, with its components."""
+    builds: dict[tuple[Path, bool], list[Component]] = {}
     for component in COMPONENTS:
-        builds.setdefault((component.main_module, component.cgo), []).append(component.package)
+        builds.setdefault((component.main_module, component.cgo), []).append(component)
     return builds
+
+
+def _output(staging: Path, components: list[Component]) -> str:
+    """`-o` for one build: a lone package is written under its component's name (each vCluster release builds
+    the same package); several land in the folder under their packages' names, which are theirs."""
+    if len(components) == 1:
+        return str(staging / components[0].binary)
+    assert all(c.package.rsplit("/", 1)[-1] == c.binary for c in components), components
+    return f"{staging}/"
 
 
 def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Path:
@@ -144,15 +172,18 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
         staging = folder.with_name(folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        command = [_go(), "build", "-trimpath", "-ldflags", _ldflags(), "-o", f"{staging}/"]
-        for (main_module, cgo), packages in _builds().items():
+        command = [_go(), "build", "-trimpath", "-ldflags", _ldflags()]
+        for (main_module, cgo), components in _builds().items():
             environment = {
                 **os.environ,
                 "CGO_ENABLED": "1" if cgo else "0",
                 "GOTOOLCHAIN": "local",
                 "GOFLAGS": "-mod=readonly",
             }
-            result = subprocess.run([*command, *packages], cwd=main_module, env=environment, check=False)
+            packages = [c.package for c in components]
+            result = subprocess.run(
+                [*command, "-o", _output(staging, components), *packages], cwd=main_module, env=environment, check=False
+            )
             if result.returncode != 0:
                 raise SystemExit(f"lab: `go build` failed in {main_module} (exit {result.returncode}); see above")
         staging.rename(folder)

@@ -457,7 +457,8 @@ def status(state: Path, *, as_json: bool = False) -> int:
             for tenant in tenants(admin_client(state), state.resolve()):
                 where = f"KUBECONFIG={tenant.kubeconfig}" if tenant.kubeconfig else "no kubeconfig yet"
                 print(
-                    f"tenant {tenant.name:17} {'ready' if tenant.ready else 'starting':8} {tenant.namespace}; {where}"
+                    f"tenant {tenant.name:17} {'ready' if tenant.ready else 'starting':8} vCluster {tenant.version:7} "
+                    f"{tenant.namespace}; {where}"
                 )
     for name in down_now:
         data = lab["processes"].get(name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from config.upstream import KUBECTL, KUBECTL_IMAGE, PROM_LABEL_PROXY, PROM_LABEL_PROXY_IMAGE, PYTHON, PYTHON_IMAGE
+from harness.lab.build import VCLUSTER_VERSIONS
 
 KAI_CRD_UPGRADER = "ghcr.io/kai-scheduler/kai-scheduler/crd-upgrader"
 _APPLY_CRDS = "kubectl apply --server-side=true --force-conflicts -f /internal-crds"
@@ -39,6 +40,9 @@ class Image:
     source: str = ""
     substitutes: Mapping[str, str] = field(default_factory=dict)
     """Program -> how the stand-in differs from the image's (a patch or interpreter version), for lab.json."""
+    tags: Sequence[str] = ()
+    """The tags the lab holds, where each tag is a program of its own (a `lab:` source's `{tag}` names its
+    build); a pod of another tag fails as a pull of a missing tag would. Empty: one stand-in for every tag."""
 
 
 IMAGES = (
@@ -84,14 +88,15 @@ IMAGES = (
     Image(
         VCLUSTER_IMAGE,
         "host",
-        {"/vcluster": "lab:vcluster"},
+        {"/vcluster": "lab:vcluster-{tag}"},
         entrypoint=("/vcluster", "start"),
-        source="loft-sh/vcluster Dockerfile @v0.35.1 (alpine 3.23, /vcluster from cmd/vcluster, ENTRYPOINT "
-        "/vcluster start, no USER)",
+        source="loft-sh/vcluster Dockerfile @v0.35.1 and @v0.36.1 (alpine 3.23, /vcluster from cmd/vcluster, "
+        "ENTRYPOINT /vcluster start, no USER); the chart's tag is its own version (chart/templates/_helper.tpl)",
         substitutes={
             "vcluster": "cmd/vcluster built from the Go module without the release's version stamp (so its "
             "telemetry, which a dev build skips, stays off)",
         },
+        tags=VCLUSTER_VERSIONS,
     ),
     Image(
         VCLUSTER_KUBERNETES_IMAGE,
@@ -125,6 +130,13 @@ def repository(image: str) -> str:
     if ":" in last[-1]:
         name = name[: name.rindex(":")]
     return name
+
+
+def tag(image: str) -> str:
+    """`quay.io/x/y:v1@sha256:...` -> `v1`; no tag is `latest`, as the kubelet reads it."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else "latest"
 
 
 def normalise(image: str) -> str:

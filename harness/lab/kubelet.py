@@ -36,6 +36,7 @@ from typing import Any
 
 from harness.lab import pki as lab_pki
 from harness.lab.images import KAI_CHART_CRDS, Image, image_for, runs_as_processes
+from harness.lab.images import tag as image_tag
 from harness.lab.kube import ApiError, Credentials, Kube
 from harness.lab.network import KUBERNETES_SERVICE_IP, LabNetwork
 from harness.tools import chart_path
@@ -388,12 +389,18 @@ class PodRunner(threading.Thread):
 
     def _file_sources(self, image: Image, reference: str) -> dict[str, Json]:
         sources: dict[str, Json] = {}
-        tag = reference.split("@", 1)[0].rsplit(":", 1)[-1]
+        tag = image_tag(reference)
+        if image.tags and tag not in image.tags:
+            raise RuntimeError(
+                f"the lab holds {image.repository} at {', '.join(image.tags)} only, not {tag} "
+                "(harness/lab/build.py builds one program per tag)"
+            )
         for path, source in image.files.items():
             if source == KAI_CHART_CRDS:
                 sources[path] = {"kind": "path", "value": str(kai_chart_crds(tag))}
             elif source.startswith("lab:"):
-                sources[path] = {"kind": "path", "value": str(self.kubelet.binaries / source.removeprefix("lab:"))}
+                binary = source.removeprefix("lab:").format(tag=tag)
+                sources[path] = {"kind": "path", "value": str(self.kubelet.binaries / binary)}
             elif source.startswith("host:"):
                 sources[path] = {"kind": "path", "value": source.removeprefix("host:")}
             else:

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.lab.images import tag as image_tag
 from harness.lab.kube import Kube
 
 
@@ -22,6 +23,8 @@ class Tenant:
     name: str
     namespace: str
     ready: bool
+    version: str
+    """The vCluster release its control plane runs: the tag of its syncer container's image."""
     kubeconfig: Path | None
     """None until the vCluster has written its Secret."""
 
@@ -32,8 +35,9 @@ def _ready(pod: dict[str, object]) -> bool:
 
 
 def tenants(admin: Kube, state: Path) -> list[Tenant]:
-    """Every vCluster StatefulSet in the lab (the chart labels it app=vcluster and names it after the release:
-    chart/templates/statefulset.yaml @v0.35.1), its kubeconfig (re)written from its Secret when there is one."""
+    """Every vCluster StatefulSet in the lab (the chart labels it app=vcluster, names it after the release and
+    its control plane's container `syncer`: chart/templates/statefulset.yaml @v0.35.1, @v0.36.1), its
+    kubeconfig (re)written from its Secret when there is one."""
     found = []
     for statefulset in admin.list("apps/v1", "StatefulSet"):
         meta = statefulset["metadata"]
@@ -41,7 +45,10 @@ def tenants(admin: Kube, state: Path) -> list[Tenant]:
             continue
         name, namespace = meta["name"], meta["namespace"]
         pod = admin.find("v1", "Pod", f"{name}-0", namespace) or {}
-        found.append(Tenant(name, namespace, _ready(pod), _write_kubeconfig(admin, state, name, namespace)))
+        containers = statefulset["spec"]["template"]["spec"]["containers"]
+        image = next(c["image"] for c in containers if c["name"] == "syncer")
+        kubeconfig = _write_kubeconfig(admin, state, name, namespace)
+        found.append(Tenant(name, namespace, _ready(pod), image_tag(image), kubeconfig))
     return sorted(found, key=lambda tenant: tenant.name)
 
 
