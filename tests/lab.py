@@ -92,7 +92,7 @@ def shared_lab() -> Lab:
         admin = cluster.admin_client(STATE)
         install_kai_crds(admin)
         if "kai-webhook-stand-in" not in lab["processes"]:
-            _serve_kai_webhook(admin)
+            serve_kai_webhook(STATE, admin)
     lab = cluster.read_lab(STATE)
     assert lab is not None
     return Lab(STATE, admin, lab["network"]["gateway"])
@@ -121,12 +121,13 @@ def _established(admin: Kube, name: str) -> bool:
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
-def _serve_kai_webhook(admin: Kube) -> None:
-    """Start the stand-in, add it to lab.json (so `down` stops it) and register it as KAI registers its own."""
-    lab = cluster.read_lab(STATE)
+def serve_kai_webhook(state: Path, admin: Kube) -> None:
+    """Start the stand-in, add it to lab.json (so `down` stops it) and register it as KAI registers its own: it
+    mutates pods in namespaces labelled KAI_SERVING_LABEL=serving."""
+    lab = cluster.read_lab(state)
     assert lab is not None
     gateway = lab["network"]["gateway"]
-    folder = STATE / "kai-webhook"
+    folder = state / "kai-webhook"
     folder.mkdir(exist_ok=True)
     authority = lab_pki.Authority.create()
     name = lab_pki._name(f"{NAME}.{NAMESPACE}.svc")
@@ -148,7 +149,7 @@ def _serve_kai_webhook(admin: Kube) -> None:
             "--key",
             str(folder / "tls.key"),
         ],
-        STATE / "logs" / "kai-webhook-stand-in.log",
+        state / "logs" / "kai-webhook-stand-in.log",
         version="v0.16.8 (modelled)",
         real=False,
         ports={"https": port},
@@ -156,7 +157,7 @@ def _serve_kai_webhook(admin: Kube) -> None:
     )
     process.program = Path(sys.executable).name
     lab["processes"]["kai-webhook-stand-in"] = process.to_data()
-    cluster.write_lab(STATE, lab)
+    cluster.write_lab(state, lab)
     admin.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     admin.apply(
         {

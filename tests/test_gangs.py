@@ -9,7 +9,6 @@ controller's PodGroups as params), the PodGroup the gang controller makes
 """
 
 import copy
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,28 +17,23 @@ import yaml
 
 from components.gang_controller import GANG_CONTROLLER_USER
 from components.gang_controller.gangcontrol import gangs
-from harness import ROOT, ProgramRun, dev_settings, run_main
+from harness import ProgramRun, dev_settings, run_main
 from tests.kai_podgrouper import gang_starts, pod_group
 from tests.lab_admission import Request
+from tests.teams_page import page_manifests
 from tests.tenant_pods import BINDER, POD_GROUPER, VAP, admit, admitted, namespace
 from tests.vcluster_syncer import to_host
 from tests.workload_operators import pods_of
 
 Json = dict[str, Any]
 SCHEDULER = "system:serviceaccount:kai-scheduler:scheduler"
-TEAMS_PAGE = ROOT / "docs" / "teams.md"
 
 
 def syncer(team: str) -> str:
     return f"system:serviceaccount:vcluster-{team}:vc-{team}"
 
 
-def page_manifests() -> list[Json]:
-    blocks = re.findall(r"```yaml\n(.*?)```", TEAMS_PAGE.read_text(), flags=re.S)
-    return [doc for block in blocks for doc in yaml.safe_load_all(block) if doc]
-
-
-MANIFESTS = {f"{m['kind']}/{m['metadata']['name']}": m for m in page_manifests()}
+MANIFESTS = page_manifests()
 
 
 def _is_gang(manifest: Json) -> bool:

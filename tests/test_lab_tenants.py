@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from harness import ROOT
 from harness.lab.apply import apply_stack
 from harness.lab.tenants import tenants
-from tests.lab import Lab, private_lab
+from tests.kai_podgrouper import pod_group
+from tests.kai_webhook import KAI_SERVING_LABEL
+from tests.lab import Lab, private_lab, serve_kai_webhook
+from tests.teams_page import page_manifests
 from tests.vcluster_syncer import TOKEN_ANNOTATION, to_host
+from tests.workload_operators import pods_of
 
 Json = dict[str, Any]
 TEAMS = ("team-nlp", "team-recommender", "team-vision")
@@ -284,3 +290,164 @@ def test_the_lab_lists_its_tenants_with_their_kubeconfigs(lab: Lab) -> None:
     for team, tenant in listed.items():
         assert tenant.kubeconfig == lab.state / "tenants" / team / "kubeconfig"
         assert Path(tenant.kubeconfig).stat().st_mode & 0o077 == 0, "a credential, readable by its owner alone"
+
+
+# A team's first day: every manifest of docs/teams.md, applied inside a tenant as the page gives it, followed to
+# the host. Jobs, Pods and Deployments become pods through the tenant's own controller manager (real); the kinds a
+# workload operator serves become the pods that operator makes (tests/workload_operators.py, read in each
+# operator's source): the operators are not run here, each would be a build of its own. KAI cannot be built
+# (docs/lab.md): its webhook is the stand-in served to the API server (tests/kai_webhook.py), its pod-grouper the
+# model (tests/kai_podgrouper.py), applied to what the real syncer and fence left on the host; nothing binds a pod.
+FIRST_DAY = "team-vision"
+PAGE = page_manifests()
+BUILT_IN = {"Job", "Pod", "Deployment"}
+
+
+@pytest.fixture(scope="module")
+def first_day(lab: Lab) -> Lab:
+    """KAI's webhook (its stand-in) serves FIRST_DAY's host namespace, as KAI's own serves every namespace."""
+    serve_kai_webhook(lab.state, lab.admin)
+    metadata = {"name": f"vcluster-{FIRST_DAY}", "labels": {KAI_SERVING_LABEL: "serving"}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+    lab.admin.apply(namespace, manager="lab-kai-webhook")
+    return lab
+
+
+def _expected_pods(manifest: Json) -> int:
+    kind, spec = manifest["kind"], manifest.get("spec") or {}
+    if kind == "Job":
+        return int(spec.get("parallelism", 1))
+    if kind == "Deployment":
+        return int(spec.get("replicas", 1))
+    return 1 if kind == "Pod" else len(pods_of(manifest))
+
+
+def _host_pods_of(lab: Lab, name: str) -> list[Json]:
+    """The host's pods of a workload named `name` in FIRST_DAY's default namespace (the syncer names a pod
+    <name>-x-<namespace>-x-<vcluster>; no name on the page is the start of another's)."""
+    suffix = f"-x-default-x-{FIRST_DAY}"
+    listed = lab.admin.list("v1", "Pod", f"vcluster-{FIRST_DAY}")
+    return [
+        p
+        for p in listed
+        if p["metadata"]["name"].endswith(suffix)
+        and (p["metadata"]["name"] == name + suffix or p["metadata"]["name"].startswith(f"{name}-"))
+    ]
+
+
+def _team_objects(manifest: Json) -> list[Json]:
+    """What reaches the tenant's API: the manifest itself, or the pods its operator would make of it."""
+    if manifest["kind"] in BUILT_IN:
+        return [manifest]
+    return [{"apiVersion": "v1", "kind": "Pod", **pod} for pod in pods_of(manifest)]
+
+
+@pytest.mark.parametrize("key", PAGE)
+def test_each_manifest_of_the_teams_page_reaches_the_host_in_the_teams_queue(first_day: Lab, key: str) -> None:
+    manifest = PAGE[key]
+    name = manifest["metadata"]["name"]
+    objects = _team_objects(manifest)
+    for obj in objects:
+        apply(first_day, FIRST_DAY, obj)
+    try:
+        expected = _expected_pods(manifest)
+        pods = eventually(lambda: len(_host_pods_of(first_day, name)) == expected and _host_pods_of(first_day, name))
+        errors = [e for pod in pods for e in sync_errors(first_day, FIRST_DAY, pod["metadata"]["name"].split("-x-")[0])]
+        assert not [e for e in errors if "the object has been modified" not in e]
+        for pod in pods:
+            assert pod["metadata"]["labels"]["kai.scheduler/queue"] == FIRST_DAY
+            assert pod["spec"]["schedulerName"] == "kai-scheduler"
+        gang = "gpu-tenancy/gang-size" in json.dumps(manifest) or manifest["kind"] == "LeaderWorkerSet"
+        if gang:
+            # The gang controller's PodGroup: the whole gang, in the team's queue, at its chosen priority.
+            (group_name,) = {p["metadata"]["annotations"]["pod-group-name"] for p in pods}
+            assert group_name.startswith(f"{FIRST_DAY}.default.")
+            where = f"vcluster-{FIRST_DAY}"
+            group = eventually(
+                lambda: first_day.admin.find("scheduling.run.ai/v2alpha2", "PodGroup", group_name, where)
+            )
+            chosen = {p["metadata"]["labels"].get("priorityClassName", "train") for p in pods}
+            assert group["spec"]["minMember"] == expected
+            assert (group["spec"]["queue"], {group["spec"]["priorityClassName"]}) == (FIRST_DAY, chosen)
+        else:
+            # KAI's pod-grouper (its model) on the real host pod: one PodGroup per pod, in the team's queue.
+            for pod in pods:
+                grouped = pod_group(pod)
+                assert grouped is not None
+                assert grouped.queue == FIRST_DAY
+                serving = pod["metadata"]["labels"].get("priorityClassName") == "inference"
+                assert grouped.preemptible is not serving, "serving comes out non-preemptible, the rest not"
+        for pod in pods:
+            if {"gpu-fraction", "gpu-memory"} & set(pod["metadata"].get("annotations") or {}):
+                # Admitted, and mutated by KAI's webhook: the device and its share come from KAI's ConfigMaps.
+                (container,) = pod["spec"]["containers"]
+                devices = next(e for e in container["env"] if e["name"] == "NVIDIA_VISIBLE_DEVICES")
+                assert "configMapKeyRef" in devices["valueFrom"]
+                assert pod["spec"]["runtimeClassName"] == "nvidia"
+        # The team sees its pods back, as many as the host holds.
+        listed = json.loads(kubectl(first_day, FIRST_DAY, "get", "pods", "-o", "json").stdout)["items"]
+        assert len([p for p in listed if p["metadata"]["name"].startswith(name)]) == expected
+    finally:
+        for obj in objects:
+            kubectl(first_day, FIRST_DAY, "delete", "--wait=true", "--timeout=60s", "-f", "-", stdin=json.dumps(obj))
+        eventually(lambda: not _host_pods_of(first_day, name), within=90)
+
+
+UPGRADED = "team-recommender"
+
+
+def test_a_tenant_upgraded_to_the_next_vcluster_keeps_its_workloads_and_its_kubeconfig(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """docs/operations.md "Upgrading a component": `tenants[].vclusterVersion` for one team, then `pulumi up`. The
+    lab builds the next minor's real vcluster (harness/lab/build.py VCLUSTER_VERSIONS); the team's control plane
+    restarts on it over the same data. Last in this module: it changes the tenant the others use."""
+    before = {t.name: t for t in tenants(lab.admin, lab.state)}[UPGRADED]
+    assert before.version == "0.35.1"
+    assert before.kubeconfig is not None
+    kubeconfig = before.kubeconfig.read_text()
+    apply(lab, UPGRADED, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes"}, "data": {"a": "b"}})
+    pod = team_pod("stays")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    apply(lab, UPGRADED, pod)
+    running = eventually(lambda: (host_pod(lab, UPGRADED, "stays") or {}).get("status", {}).get("phase"))
+    host_uid = host_pod(lab, UPGRADED, "stays")["metadata"]["uid"]  # type: ignore[index]
+
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    team = next(t for t in stack["config"]["gpu-tenancy:tenants"] if t["name"] == UPGRADED)
+    team["vclusterVersion"] = "0.36.1"
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(stack))
+    assert apply_stack(str(tmp_path / "Pulumi.dev.yaml"), lab.state) == 0
+
+    after = {t.name: t for t in tenants(lab.admin, lab.state)}
+    assert after[UPGRADED].version == "0.36.1"
+    assert {name: t.version for name, t in after.items() if name != UPGRADED} == dict.fromkeys(
+        set(TEAMS) - {UPGRADED}, "0.35.1"
+    ), "the other teams stay where they were"
+    control_plane = lab.admin.find("v1", "Pod", f"{UPGRADED}-0", f"vcluster-{UPGRADED}")
+    assert control_plane is not None
+    assert control_plane["spec"]["containers"][0]["image"].endswith(":0.36.1")
+    eventually(lambda: all(t.ready for t in tenants(lab.admin, lab.state)), within=180)
+    # The kubeconfig the team was given before the upgrade still works, as the team gave it out.
+    (tmp_path / "kubeconfig").write_text(kubeconfig)
+    (tmp_path / "kubeconfig").chmod(0o600)
+    command = [str(lab.kubectl()), f"--kubeconfig={tmp_path / 'kubeconfig'}", "--request-timeout=20s"]
+
+    def notes() -> str | None:
+        done = subprocess.run(
+            [*command, "get", "configmap", "notes", "-o", "json"], capture_output=True, text=True, check=False
+        )
+        return done.stdout if done.returncode == 0 else None
+
+    assert json.loads(eventually(notes, within=120))["data"] == {"a": "b"}
+    # The team's pod stays through the upgrade: the same host pod, in the same phase (Pending: nothing binds here).
+    kept = host_pod(lab, UPGRADED, "stays")
+    assert kept is not None
+    assert kept["metadata"]["uid"] == host_uid
+    assert kept["status"]["phase"] == running
+    listed = kubectl(lab, UPGRADED, "get", "pod", "stays", "-o", "json")
+    assert json.loads(listed.stdout)["status"]["phase"] == running, listed.stderr
+    # And the upgraded syncer still syncs through the fence: a new pod arrives pinned to the team's queue.
+    apply(lab, UPGRADED, team_pod("after-upgrade", labels={"kai.scheduler/queue": "team-nlp"}))
+    arrived = eventually(lambda: host_pod(lab, UPGRADED, "after-upgrade"), within=120)
+    assert arrived["metadata"]["labels"]["kai.scheduler/queue"] == UPGRADED
