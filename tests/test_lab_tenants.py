@@ -166,8 +166,68 @@ REFUSED.update(
             "command, args and env",
         ),
         "counts-characters-not-bytes": (team_pod("euro", annotations={"notes": "€" * 11000}), "annotations hold"),
+        "cuda-image-under-the-nvidia-runtime": (
+            team_pod("runtime", runtimeClassName="nvidia"),
+            "runtimeClassName nvidia",
+        ),
+        "visible-devices-in-an-init-container": (
+            team_pod(
+                "init-visible",
+                initContainers=[
+                    {"name": "init", "image": CUDA, "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-0"}]}
+                ],
+            ),
+            "NVIDIA_VISIBLE_DEVICES may only be",
+        ),
+        # The team names its own ConfigMap; the syncer rewrites the reference to the host's copy.
+        "visible-devices-from-a-teams-configmap": (
+            team_pod(
+                "configmap-visible",
+                containers=_container(
+                    env=[
+                        {
+                            "name": "NVIDIA_VISIBLE_DEVICES",
+                            "valueFrom": {"configMapKeyRef": {"name": "gpus", "key": "all", "optional": True}},
+                        }
+                    ]
+                ),
+            ),
+            "NVIDIA_VISIBLE_DEVICES may only be",
+        ),
+        "trains-in-a-native-sidecar": (
+            team_pod(
+                "sidecar-gpu",
+                initContainers=[
+                    {
+                        "name": "trainer",
+                        "image": CUDA,
+                        "restartPolicy": "Always",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            ),
+            "init containers",
+        ),
+        "labels-its-group-as-the-controllers": (
+            team_pod("controllers", labels={"app.kubernetes.io/managed-by": "gpu-tenancy-gang-controller"}),
+            "mark the platform's own objects",
+        ),
+        "claims-another-teams-gang": (
+            team_pod("other-gang", labels={"gpu-tenancy/gang-of": "team-vision"}),
+            "gpu-tenancy/* are the platform's own",
+        ),
     }
 )
+
+
+FIRST: dict[str, list[Json]] = {
+    # The tenant's own API server refuses a pod of a RuntimeClass it does not hold (the RuntimeClass admission
+    # plugin), and the syncer brings none from the host; its cluster-admin makes one of that name first.
+    "cuda-image-under-the-nvidia-runtime": [
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"}
+    ],
+}
+"""What a team writes in its own cluster before the attack."""
 
 
 @pytest.mark.parametrize("name", REFUSED)
@@ -175,6 +235,8 @@ def test_a_pod_the_fence_refuses_never_reaches_the_host_and_the_team_is_told_why
     """Applied with kubectl inside the tenant; the host refuses what the real syncer sends, and the syncer tells
     the team with a SyncError event on its pod."""
     pod, told = REFUSED[name]
+    for prepared in FIRST.get(name, []):
+        apply(lab, "team-nlp", prepared)
     apply(lab, "team-nlp", pod, server_side=name.endswith("-server-side"))
     pod_name = pod["metadata"]["name"]
     errors = eventually(lambda: sync_errors(lab, "team-nlp", pod_name), within=30)
