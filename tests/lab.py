@@ -267,3 +267,15 @@ def ensure_namespace(lab: Lab, name: str, labels: dict[str, str] | None = None, 
 def delete_namespace(lab: Lab, name: str) -> None:
     with contextlib.suppress(ApiError):
         lab.admin.delete("v1", "Namespace", name)
+
+
+def lab_command(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """`python -m harness.lab ARGS`, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.lab", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,38 +1,25 @@
-"""`python -m harness.lab`: its contract, what runs for real and what is faked, and the reference stack applied.
+"""`python -m harness.lab`: its contract, and what runs for real and what is faked.
 
 One lab of this module's own, driven through the command line as a user drives it, beside
-the session's shared lab (two labs side by side). The reference stack, in kubeconfig mode
-with its three teams and observability, is applied to it: every object accepted.
+the session's shared lab (two labs side by side). The reference stack is applied to a lab
+with its real tenants in tests/test_lab_tenants.py, which starts one anyway: three vClusters
+are the costliest thing the lab runs.
 """
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from harness import ROOT
 from harness.lab import cluster
 from harness.lab.cluster import wait_for
 from harness.lab.images import runs_as_processes
 from harness.lab.processes import Process
 from harness.lab.stages import COMPLETE_AFTER, EXIT_CODE
-from tests.lab import Lab, kubectl, private_lab
+from tests.lab import Lab, lab_command, private_lab
 
 Json = dict[str, Any]
-
-
-def lab_command(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.lab", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -182,39 +169,6 @@ def test_a_deleted_faked_pod_goes_when_its_grace_period_is_over(own: Lab) -> Non
     assert wait_for(lambda: own.admin.find("v1", "Pod", "graceful", "default") is None, 30, 0.1)
     # deletionTimestamp is whole seconds: the grace period ends up to a second before asked + 3 s.
     assert time.monotonic() - asked >= 2
-
-
-def test_the_reference_stack_is_applied_and_every_object_accepted(own: Lab) -> None:
-    """kubeconfig mode, three teams, observability on; what the lab cannot honour it says, and exits 0."""
-    result = lab_command("apply", "dev", "--state", str(own.state))
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "REFUSED" not in result.stdout
-    assert "mode: kubeconfig" in result.stdout, "the derived stack file is printed"
-    assert result.stdout.count("NOT AWAITED Job") == 1, "KAI's gate alone"
-    for team in ("team-nlp", "team-vision", "team-recommender"):
-        assert f"awaited Job vcluster-{team}/kubeconfig-gate: complete" in result.stdout, "the real vCluster wrote it"
-    for release in ("team-nlp", "team-vision", "team-recommender", "kai-scheduler", "kube-prometheus-stack"):
-        assert f"/{release} in " in result.stdout, release
-    lab = _lab_json(own)
-    processes = {name for name in lab["processes"] if name.startswith("pod/")}
-    assert any(name.startswith("pod/gpu-tenancy-gangs/gang-controller-") for name in processes), processes
-    assert any("gpu-tenancy-label-proxy" in name for name in processes), processes
-    assert any(entry.startswith("kai-scheduler/kai-operator-") for entry in lab["faked"]), lab["faked"]
-    gate = kubectl(own, "get", "job", "gpu-gate", "-n", "gpu-tenancy-system", "-o", "jsonpath={.status.succeeded}")
-    assert gate.stdout == "1", "the GPU gate passed on the lab's labelled nodes, with the real kubectl"
-    upgrader = own.admin.list("v1", "Pod", "kai-scheduler")
-    assert not [p for p in upgrader if p["metadata"]["name"].startswith("crd-upgrader")], "its hook pod was deleted"
-    crds = own.admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "podgroups.scheduling.run.ai")
-    managers = {entry["manager"] for entry in crds["metadata"]["managedFields"]}
-    assert "kubectl" in managers, "KAI's crd-upgrader hook applied the CRDs for real, with kubectl"
-
-
-def test_a_second_apply_changes_nothing(own: Lab) -> None:
-    before = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in own.admin.list("v1", "Pod")}
-    result = lab_command("apply", "dev", "--state", str(own.state))
-    assert result.returncode == 0, result.stdout[-3000:]
-    after = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in own.admin.list("v1", "Pod")}
-    assert before == after, "no pod was replaced"
 
 
 def test_status_names_a_part_that_is_down_and_down_is_idempotent(own: Lab) -> None:

@@ -20,10 +20,12 @@ import yaml
 
 from harness import ROOT
 from harness.lab.apply import apply_stack
+from harness.lab.cluster import read_lab
 from harness.lab.tenants import tenants
 from tests.kai_podgrouper import pod_group
 from tests.kai_webhook import KAI_SERVING_LABEL
-from tests.lab import Lab, private_lab, serve_kai_webhook
+from tests.lab import Lab, lab_command, private_lab, serve_kai_webhook
+from tests.lab import kubectl as host_kubectl
 from tests.teams_page import page_manifests
 from tests.vcluster_syncer import TOKEN_ANNOTATION, to_host
 from tests.workload_operators import pods_of
@@ -34,11 +36,53 @@ CUDA = "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04"
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
+def applied() -> Iterator[tuple[Lab, subprocess.CompletedProcess[str]]]:
+    """The reference stack applied through the lab's command line, as a user applies it, and its tenants up."""
     with private_lab("tenants") as lab:
-        assert apply_stack("dev", lab.state) == 0
+        result = lab_command("apply", "dev", "--state", str(lab.state))
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
         eventually(lambda: all(t.ready and t.kubeconfig for t in tenants(lab.admin, lab.state)), within=180)
-        yield lab
+        yield lab, result
+
+
+@pytest.fixture(scope="module")
+def lab(applied: tuple[Lab, subprocess.CompletedProcess[str]]) -> Lab:
+    return applied[0]
+
+
+def test_the_reference_stack_is_applied_and_every_object_accepted(
+    applied: tuple[Lab, subprocess.CompletedProcess[str]],
+) -> None:
+    """kubeconfig mode, three teams, observability on; what the lab cannot honour it says, and exits 0."""
+    lab, result = applied
+    assert "REFUSED" not in result.stdout
+    assert "mode: kubeconfig" in result.stdout, "the derived stack file is printed"
+    assert result.stdout.count("NOT AWAITED Job") == 1, "KAI's gate alone"
+    for team in ("team-nlp", "team-vision", "team-recommender"):
+        assert f"awaited Job vcluster-{team}/kubeconfig-gate: complete" in result.stdout, "the real vCluster wrote it"
+    for release in ("team-nlp", "team-vision", "team-recommender", "kai-scheduler", "kube-prometheus-stack"):
+        assert f"/{release} in " in result.stdout, release
+    described = read_lab(lab.state)
+    assert described is not None
+    processes = {name for name in described["processes"] if name.startswith("pod/")}
+    assert any(name.startswith("pod/gpu-tenancy-gangs/gang-controller-") for name in processes), processes
+    assert any("gpu-tenancy-label-proxy" in name for name in processes), processes
+    assert any(entry.startswith("kai-scheduler/kai-operator-") for entry in described["faked"]), described["faked"]
+    gate = host_kubectl(lab, "get", "job", "gpu-gate", "-n", "gpu-tenancy-system", "-o", "jsonpath={.status.succeeded}")
+    assert gate.stdout == "1", "the GPU gate passed on the lab's labelled nodes, with the real kubectl"
+    upgrader = lab.admin.list("v1", "Pod", "kai-scheduler")
+    assert not [p for p in upgrader if p["metadata"]["name"].startswith("crd-upgrader")], "its hook pod was deleted"
+    crds = lab.admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "podgroups.scheduling.run.ai")
+    managers = {entry["manager"] for entry in crds["metadata"]["managedFields"]}
+    assert "kubectl" in managers, "KAI's crd-upgrader hook applied the CRDs for real, with kubectl"
+
+
+def test_a_second_apply_changes_nothing(lab: Lab) -> None:
+    before = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in lab.admin.list("v1", "Pod")}
+    result = lab_command("apply", "dev", "--state", str(lab.state))
+    assert result.returncode == 0, result.stdout[-3000:]
+    after = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in lab.admin.list("v1", "Pod")}
+    assert before == after, "no pod was replaced"
 
 
 def eventually(check: Callable[[], Any], within: float = 60.0) -> Any:
