@@ -398,6 +398,44 @@ def test_the_lab_lists_its_tenants_with_their_kubeconfigs(lab: Lab) -> None:
         assert Path(tenant.kubeconfig).stat().st_mode & 0o077 == 0, "a credential, readable by its owner alone"
 
 
+def _resize(lab: Lab, team: str, name: str, resources: Json) -> subprocess.CompletedProcess[str]:
+    patch = {"spec": {"containers": [{"name": "main", "resources": resources}]}}
+    return kubectl(lab, team, "patch", "pod", name, "--subresource=resize", "-p", json.dumps(patch))
+
+
+def _host_limits(lab: Lab, team: str, name: str) -> Json:
+    host = host_pod(lab, team, name)
+    assert host is not None
+    limits: Json = host["spec"]["containers"][0]["resources"]["limits"]
+    return limits
+
+
+def test_a_pod_resized_inside_a_tenant_takes_no_gpu_and_nothing_past_the_hosts_quota(lab: Lab) -> None:
+    """The real syncer resizes a host pod whose resources its tenant's pod changed (the `resize` subresource), so
+    a resize is a path to the host. Kubernetes resizes only CPU and memory (ValidatePodResize, kubernetes
+    pkg/apis/core/validation/validation.go @v1.36.3), and the host's ResourceQuota holds the rest."""
+    pod = team_pod("resized")
+    pod["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+    }
+    apply(lab, "team-nlp", pod)
+    eventually(lambda: host_pod(lab, "team-nlp", "resized"))
+    more_gpus = _resize(
+        lab, "team-nlp", "resized", {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}
+    )
+    assert more_gpus.returncode != 0
+    assert "only cpu and memory resources are mutable" in more_gpus.stderr, more_gpus.stderr
+    past_quota = _resize(lab, "team-nlp", "resized", {"limits": {"cpu": "64"}, "requests": {"cpu": "64"}})
+    # The tenant's own API server holds no quota of the host's and takes it; the host's quota refuses the syncer's
+    # resize, and the team is told so.
+    assert past_quota.returncode == 0, past_quota.stderr
+    errors = eventually(lambda: [e for e in sync_errors(lab, "team-nlp", "resized") if "exceeded quota" in e])
+    assert "limits.cpu" in errors[0], errors
+    limits = _host_limits(lab, "team-nlp", "resized")
+    assert (limits["cpu"], limits["nvidia.com/gpu"]) == ("1", "1"), limits
+
+
 # A team's first day: every manifest of docs/teams.md, applied inside a tenant as the page gives it, followed to
 # the host. Jobs, Pods and Deployments become pods through the tenant's own controller manager (real); the kinds a
 # workload operator serves become the pods that operator makes (tests/workload_operators.py, read in each
