@@ -9,7 +9,9 @@ policies; what the team sees back is what the syncer tells it.
 """
 
 import json
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +20,11 @@ from typing import Any
 import pytest
 import yaml
 
+from config.upstream import GANG_KEY_LABELS
 from harness import ROOT
 from harness.lab.apply import apply_stack
 from harness.lab.cluster import read_lab
+from harness.lab.operators import OPERATORS, Operator
 from harness.lab.tenants import tenants
 from tests.kai_podgrouper import pod_group
 from tests.kai_webhook import KAI_SERVING_LABEL
@@ -120,14 +124,15 @@ def team_pod(name: str, *, labels: Json | None = None, annotations: Json | None 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": containers, **spec}}
 
 
-def sync_errors(lab: Lab, team: str, name: str) -> list[str]:
+def sync_errors(lab: Lab, team: str, name: str, kind: str = "Pod") -> list[str]:
     listed = kubectl(lab, team, "get", "events", "-n", "default", "-o", "json")
     events = json.loads(listed.stdout or '{"items": []}')["items"]
-    return [
-        e["message"]
-        for e in events
-        if e.get("reason") == "SyncError" and e.get("involvedObject", {}).get("name") == name
-    ]
+
+    def about(event: Json) -> tuple[str, str]:
+        involved = event.get("involvedObject") or {}
+        return involved.get("kind", ""), involved.get("name", "")
+
+    return [e["message"] for e in events if e.get("reason") == "SyncError" and about(e) == (kind, name)]
 
 
 @pytest.mark.parametrize("team", TEAMS)
@@ -437,24 +442,46 @@ def test_a_pod_resized_inside_a_tenant_takes_no_gpu_and_nothing_past_the_hosts_q
 
 
 # A team's first day: every manifest of docs/teams.md, applied inside a tenant as the page gives it, followed to
-# the host. Jobs, Pods and Deployments become pods through the tenant's own controller manager (real); the kinds a
-# workload operator serves become the pods that operator makes (tests/workload_operators.py, read in each
-# operator's source): the operators are not run here, each would be a build of its own. KAI cannot be built
-# (docs/lab.md): its webhook is the stand-in served to the API server (tests/kai_webhook.py), its pod-grouper the
-# model (tests/kai_podgrouper.py), applied to what the real syncer and fence left on the host; nothing binds a pod.
+# the host. Jobs, Pods and Deployments become pods through the tenant's own controller manager (real); a PyTorchJob
+# and a RayCluster through the real training operator and KubeRay, installed in the tenant and run by the lab
+# (harness/lab/operators.py); a JobSet and a LeaderWorkerSet become the pods their operators would make
+# (tests/workload_operators.py, read in each operator's source): both operators need their own admission webhooks
+# (LWS labels each pod in one), which the tenant's API server would call through a Service whose pod nothing binds
+# here. KAI cannot be built (docs/lab.md): its webhook is the stand-in served to the API server
+# (tests/kai_webhook.py), its pod-grouper the model (tests/kai_podgrouper.py), applied to what the real syncer and
+# fence left on the host; nothing binds a pod.
 FIRST_DAY = "team-vision"
 PAGE = page_manifests()
 BUILT_IN = {"Job", "Pod", "Deployment"}
+RUN_BY_AN_OPERATOR = frozenset().union(*(operator.kinds for operator in OPERATORS))
 
 
 @pytest.fixture(scope="module")
-def first_day(lab: Lab) -> Lab:
-    """KAI's webhook (its stand-in) serves FIRST_DAY's host namespace, as KAI's own serves every namespace."""
+def first_day(lab: Lab) -> Iterator[Lab]:
+    """KAI's webhook (its stand-in) serves FIRST_DAY's host namespace, as KAI's own serves every namespace, and the
+    team has installed the training operator and KubeRay (the lab's command line runs each until Ctrl-C)."""
     serve_kai_webhook(lab.state, lab.admin)
     metadata = {"name": f"vcluster-{FIRST_DAY}", "labels": {KAI_SERVING_LABEL: "serving"}}
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
     lab.admin.apply(namespace, manager="lab-kai-webhook")
-    return lab
+    running = [_run_operator(lab, operator) for operator in OPERATORS]
+    yield lab
+    for command in running:
+        command.send_signal(signal.SIGINT)
+        assert command.wait(timeout=30) == 0
+    # Each operator dies with the command that ran it.
+    assert not [o.binary for o in OPERATORS if subprocess.run(["pgrep", "-x", o.binary], check=False).returncode == 0]
+
+
+def _run_operator(lab: Lab, operator: Operator) -> subprocess.Popen[str]:
+    arguments = ["operator", operator.name, "--tenant", FIRST_DAY, "--state", str(lab.state)]
+    command = subprocess.Popen(
+        [sys.executable, "-m", "harness.lab", *arguments], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert command.stdout is not None
+    line = command.stdout.readline()
+    assert f"{operator.name} {operator.version} runs for {FIRST_DAY}" in line, line
+    return command
 
 
 def _expected_pods(manifest: Json) -> int:
@@ -481,7 +508,7 @@ def _host_pods_of(lab: Lab, name: str) -> list[Json]:
 
 def _team_objects(manifest: Json) -> list[Json]:
     """What reaches the tenant's API: the manifest itself, or the pods its operator would make of it."""
-    if manifest["kind"] in BUILT_IN:
+    if manifest["kind"] in BUILT_IN | RUN_BY_AN_OPERATOR:
         return [manifest]
     return [{"apiVersion": "v1", "kind": "Pod", **pod} for pod in pods_of(manifest)]
 
@@ -534,6 +561,38 @@ def test_each_manifest_of_the_teams_page_reaches_the_host_in_the_teams_queue(fir
     finally:
         for obj in objects:
             kubectl(first_day, FIRST_DAY, "delete", "--wait=true", "--timeout=60s", "-f", "-", stdin=json.dumps(obj))
+        eventually(lambda: not _host_pods_of(first_day, name), within=90)
+
+
+def _gang_view(pod: Json, keys: set[str]) -> Json:
+    metadata = pod["metadata"]
+    return {key: {**(metadata.get("labels") or {}), **(metadata.get("annotations") or {})}.get(key) for key in keys}
+
+
+@pytest.mark.parametrize("key", [key for key in PAGE if PAGE[key]["kind"] in RUN_BY_AN_OPERATOR])
+def test_the_model_of_an_operator_makes_the_pods_the_real_operator_makes(first_day: Lab, key: str) -> None:
+    """tests/workload_operators.py serves the fence's and the gangs' unit tests; here it meets the real operator on
+    every label and annotation it models, pod for pod."""
+    manifest = PAGE[key]
+    name = manifest["metadata"]["name"]
+    modelled = pods_of(manifest)
+    keys = {k for pod in modelled for part in ("labels", "annotations") for k in pod["metadata"].get(part) or {}}
+    apply(first_day, FIRST_DAY, manifest)
+    try:
+
+        def made() -> list[Json]:
+            listed = json.loads(kubectl(first_day, FIRST_DAY, "get", "pods", "-o", "json").stdout)["items"]
+            mine = [p for p in listed if name in {(p["metadata"].get("labels") or {}).get(k) for k in GANG_KEY_LABELS}]
+            return mine if len(mine) >= len(modelled) else []
+
+        real = eventually(made)
+
+        def ordered(pods: list[Json]) -> list[Json]:
+            return sorted((_gang_view(pod, keys) for pod in pods), key=lambda view: json.dumps(view, sort_keys=True))
+
+        assert ordered(real) == ordered(modelled)
+    finally:
+        kubectl(first_day, FIRST_DAY, "delete", "--wait=true", "--timeout=60s", "-f", "-", stdin=json.dumps(manifest))
         eventually(lambda: not _host_pods_of(first_day, name), within=90)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.lab import cluster
 from harness.lab.apply import apply_stack
+from harness.lab.operators import BY_NAME, start_operator
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +26,12 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="0 when all is up, 1 when a part is down, 2 when there is no lab")
     status.add_argument("--state", type=Path, required=True)
     status.add_argument("--json", action="store_true", help="lab.json with a `down` list")
+    operator = commands.add_parser(
+        "operator", help="install a workload operator in a tenant's vCluster and run it until Ctrl-C (docs/lab.md)"
+    )
+    operator.add_argument("name", choices=sorted(BY_NAME))
+    operator.add_argument("--tenant", required=True, help="the tenant's name, as `status` lists it")
+    operator.add_argument("--state", type=Path, required=True)
     down = commands.add_parser("down", help="stop everything up and apply started; the logs stay")
     down.add_argument("--state", type=Path, required=True)
     return parser
@@ -43,7 +50,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "down":
         cluster.down(args.state)
         return 0
+    if args.command == "operator":
+        return _run_operator(args.name, args.tenant, args.state)
     return apply_stack(args.stack, args.state)
+
+
+def _run_operator(name: str, tenant: str, state: Path) -> int:
+    running = start_operator(BY_NAME[name], tenant, state)
+    print(f"lab: {name} {running.operator.version} runs for {tenant}; its log is {running.process.log}", flush=True)
+    try:
+        assert running.process.child is not None
+        return running.process.child.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        running.stop()
 
 
 if __name__ == "__main__":

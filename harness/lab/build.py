@@ -3,13 +3,14 @@
 The cluster's components are tools of one main module (`harness/lab/go`), so one `go build`
 compiles their shared dependencies (client-go, grpc, prometheus) once and the modules resolve
 to one Kubernetes patch. Each vCluster release the lab runs (`go-vcluster-<version>`, one per
-version, so a tenant can be upgraded from one to the next) and its kine (`go-kine`, which
-needs cgo for SQLite) have lock files of their own: each pins the dependencies its release
-was built with, which the cluster's must not move. The binaries land in a folder named after
-a digest of every go.mod and go.sum, the Go version and the flags: the same pins find the
-same folder, so a second `up` builds nothing and a new pin builds next to the old. GPU_TENANCY_LAB_CACHE moves the cache
-(default ~/.cache/gpu-tenancy/lab); Go's own module and build caches stay where `go env`
-puts them.
+version, so a tenant can be upgraded from one to the next), its kine (`go-kine`, which needs
+cgo for SQLite) and each workload operator (`go-training-operator`, `go-kuberay`) have lock
+files of their own: each pins the dependencies its release was built with, which the
+cluster's must not move. The binaries land in a folder named after a digest of every go.mod
+and go.sum, the Go version and the flags: the same pins find the same folder, so a second
+`up` builds nothing and a new pin builds next to the old (Go's build cache keeps what the
+old pins compiled). GPU_TENANCY_LAB_CACHE moves the cache (default ~/.cache/gpu-tenancy/lab);
+Go's own module and build caches stay where `go env` puts them.
 """
 
 import fcntl
@@ -75,6 +76,20 @@ COMPONENTS = (
     # vCluster's default backing store, kine on SQLite (mattn/go-sqlite3, which needs cgo: k3s-io/kine
     # pkg/drivers/sqlite/sqlite_nocgo.go @v0.14.10).
     Component("kine", "github.com/k3s-io/kine", "github.com/k3s-io/kine", KINE_MODULE, cgo=True),
+    # The workload operators a team installs in its tenant (operators.py), each released against a Kubernetes
+    # minor of its own.
+    Component(
+        "training-operator",
+        "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+        "github.com/kubeflow/training-operator",
+        GO_MODULE.with_name("go-training-operator"),
+    ),
+    Component(
+        "kuberay-operator",
+        "github.com/ray-project/kuberay/ray-operator",
+        "github.com/ray-project/kuberay/ray-operator",
+        GO_MODULE.with_name("go-kuberay"),
+    ),
 )
 MAIN_MODULES = tuple(dict.fromkeys(c.main_module for c in COMPONENTS))
 
@@ -168,7 +183,7 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
         if built() is not None:
             return folder
         names = ", ".join(f"{c.binary} {version_of(c)}" for c in COMPONENTS)
-        progress(f"lab: building {names} from the Go module proxy (a cold build takes about 25 minutes on 2 CPUs)")
+        progress(f"lab: building {names} from the Go module proxy (a cold build takes about 30 minutes on 2 CPUs)")
         staging = folder.with_name(folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
