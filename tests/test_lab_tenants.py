@@ -124,6 +124,21 @@ def team_pod(name: str, *, labels: Json | None = None, annotations: Json | None 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": containers, **spec}}
 
 
+@pytest.fixture
+def team_nlp_pods_go(lab: Lab) -> Iterator[None]:
+    """team-nlp's pods go when the test ends: the team's quota is sized for one GPU (a GPU's share of the machine,
+    twice over in limits), so a bare pod's default limits (half a share) let four such pods run at once, and one
+    test's pods must not crowd out the next's. The host's pods are gone when the syncer has deleted them."""
+    yield
+    removed = kubectl(lab, "team-nlp", "delete", "pods", "--all", "-n", "default", "--force", "--grace-period=0")
+    assert removed.returncode == 0, removed.stderr
+    eventually(lambda: not [p for p in lab.admin.list("v1", "Pod", "vcluster-team-nlp") if _from_default(p)])
+
+
+def _from_default(host_pod: Json) -> bool:
+    return str(host_pod["metadata"]["name"]).endswith("-x-default-x-team-nlp")
+
+
 def sync_errors(lab: Lab, team: str, name: str, kind: str = "Pod") -> list[str]:
     listed = kubectl(lab, team, "get", "events", "-n", "default", "-o", "json")
     events = json.loads(listed.stdout or '{"items": []}')["items"]
@@ -146,6 +161,7 @@ def test_each_team_reaches_its_own_vcluster_as_cluster_admin(lab: Lab, team: str
     assert not [n for n in namespaces if n.startswith("namespace/vcluster-")], "no host namespace is visible"
 
 
+@pytest.mark.usefixtures("team_nlp_pods_go")
 def test_a_teams_gpu_pod_reaches_the_host_in_its_own_queue_whatever_queue_it_names(lab: Lab) -> None:
     pod = team_pod("train", labels={"kai.scheduler/queue": "team-vision"})
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
@@ -280,6 +296,7 @@ FIRST: dict[str, list[Json]] = {
 
 
 @pytest.mark.parametrize("name", REFUSED)
+@pytest.mark.usefixtures("team_nlp_pods_go")
 def test_a_pod_the_fence_refuses_never_reaches_the_host_and_the_team_is_told_why(lab: Lab, name: str) -> None:
     """Applied with kubectl inside the tenant; the host refuses what the real syncer sends, and the syncer tells
     the team with a SyncError event on its pod."""
@@ -316,6 +333,7 @@ ORDINARY = {
 
 
 @pytest.mark.parametrize("name", ORDINARY)
+@pytest.mark.usefixtures("team_nlp_pods_go")
 def test_ordinary_workloads_reach_the_host_through_the_real_syncer(lab: Lab, name: str) -> None:
     pod = ORDINARY[name]
     apply(lab, "team-nlp", pod)
@@ -326,6 +344,7 @@ def test_ordinary_workloads_reach_the_host_through_the_real_syncer(lab: Lab, nam
     assert not [e for e in sync_errors(lab, "team-nlp", pod_name) if "the object has been modified" not in e]
 
 
+@pytest.mark.usefixtures("team_nlp_pods_go")
 def test_a_pod_that_names_a_system_priority_class_gets_none_on_the_host(lab: Lab) -> None:
     """The virtual cluster has system-node-critical too; with no PriorityClass sync the syncer drops the field
     (pods/translate/translator.go @v0.35.1), and the pod runs at KAI's class from its label."""
@@ -347,6 +366,7 @@ ADDED_BY_THE_HOST = {"kubernetes.io/limit-ranger"}
 
 
 @pytest.mark.parametrize("name", MODELLED)
+@pytest.mark.usefixtures("team_nlp_pods_go")
 def test_the_model_of_the_syncer_writes_what_the_real_one_writes(lab: Lab, name: str) -> None:
     """tests/vcluster_syncer.py, which the admission tests use, against the real syncer: every label and annotation
     it predicts is there with its value (the token: its prefix and size), and the host adds only its LimitRanger's."""
@@ -415,6 +435,7 @@ def _host_limits(lab: Lab, team: str, name: str) -> Json:
     return limits
 
 
+@pytest.mark.usefixtures("team_nlp_pods_go")
 def test_a_pod_resized_inside_a_tenant_takes_no_gpu_and_nothing_past_the_hosts_quota(lab: Lab) -> None:
     """The real syncer resizes a host pod whose resources its tenant's pod changed (the `resize` subresource), so
     a resize is a path to the host. Kubernetes resizes only CPU and memory (ValidatePodResize, kubernetes
