@@ -259,6 +259,24 @@ def test_a_tenants_quota_holds_its_rendered_control_plane_and_its_services_node_
     assert all(port.get("nodePort") for port in node_ports), "every node port is set, none left to chance"
 
 
+@pytest.mark.parametrize("release", [r for r in ALL if r.chart.startswith("vcluster-")], ids=release_id)
+def test_a_members_port_forward_and_exec_reach_the_host_pod_through_the_control_planes_role(release: Release) -> None:
+    """`kubectl port-forward pod/notebook 8888` inside a tenant (docs/teams.md): vCluster redirects a pod's
+    portforward, exec and attach to its host pod (loft-sh/vcluster pkg/server/filters/redirect.go @v0.35.1), as its
+    own ServiceAccount, which the chart's Role in the tenant's namespace must allow."""
+    rendered = release.render()
+    (role,) = [o for o in rendered if o["kind"] == "Role"]
+    granted = {
+        (resource, verb)
+        for rule in role["rules"]
+        if "" in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
+        for verb in rule.get("verbs", [])
+    }
+    for subresource in ("pods/portforward", "pods/exec", "pods/attach"):
+        assert (subresource, "create") in granted or (subresource, "*") in granted, subresource
+
+
 @pytest.mark.parametrize("name", STACKS)
 def test_every_release_keeps_a_bounded_history(name: str) -> None:
     """Every revision is a Secret; in a tenant's namespace they count against count/secrets."""
