@@ -99,6 +99,7 @@ tenants = {
             ports=ports.assignment.apply(partial(PortAssignment.of, tenant=tenant.name)),
             settings=settings.vcluster,
             version=settings.vcluster_version(tenant),
+            sized_gpus=settings.sized_gpus(tenant),
             kubectl_version=settings.versions.kubectl,
             host_address=host.address,
             api_endpoints=host.api_endpoints,

@@ -21,6 +21,8 @@ TENANT_NAMESPACE_PREFIX = "vcluster-"
 TENANT_LABEL = "gpu-tenancy/tenant"
 QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
 """Every tenant namespace carries its tenant and queue: admission policies, dashboards and cost read them."""
+PREEMPTIBILITY_NAMESPACE_LABEL = "gpu-tenancy/preemptibility"
+"""On the namespace of a tenant set nonPreemptible: its value is every pod's kai.scheduler/preemptibility."""
 
 TENANT_NAME_USES: Mapping[str, int] = {
     # The vCluster chart names its StatefulSet and Services after the release and checks no length:

@@ -1,5 +1,6 @@
 """Kubernetes resource quantities (`500m`, `4Gi`, `10`), read exactly so quotas can be compared offline."""
 
+import math
 import re
 from decimal import Decimal
 from typing import Annotated
@@ -32,6 +33,15 @@ def quantity(text: str) -> Decimal:
     if not match:
         raise ValueError(f"{text!r} is not a Kubernetes quantity")
     return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
+
+
+def format_quantity(resource: str, amount: Decimal) -> str:
+    """`amount` of a resource as a quantity, rounded up: bytes as Mi, CPUs as millicores, counts as counts."""
+    if resource.endswith(("memory", "storage")):
+        return f"{math.ceil(amount / 2**20)}Mi"
+    if resource.endswith("cpu"):
+        return f"{math.ceil(amount * 1000)}m"
+    return str(math.ceil(amount))
 
 
 def _valid(value: str) -> str:

@@ -1,6 +1,6 @@
 """The root of the stack config: every `gpu-tenancy:*` key, validated together."""
 
-from decimal import Decimal
+import math
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
@@ -12,11 +12,17 @@ from config.kai_scheduler.fairness import FairnessConfig
 from config.kai_scheduler.settings import KaiSchedulerConfig
 from config.messages import house_problems
 from config.observability.settings import ObservabilityConfig
+from config.quantities import format_quantity
 from config.queue_hierarchy.hierarchy import QueueTree, overcommit_issues, structural_issues, unassigned_warnings
 from config.queue_hierarchy.queues import QueueConfig
 from config.types import ConfigModel
 from config.upstream import VCLUSTER_VERIFIED_VERSION
-from config.vcluster_tenant.capacity import PLATFORM_QUOTA_KEYS, control_plane_footprint, quota_shortfalls
+from config.vcluster_tenant.capacity import (
+    PLATFORM_QUOTA_KEYS,
+    control_plane_footprint,
+    gpu_pod_shortfalls,
+    quota_shortfalls,
+)
 from config.vcluster_tenant.tenants import TenantConfig, VClusterConfig, node_port_issues
 from config.versions import VersionsConfig
 
@@ -228,14 +234,14 @@ class StackConfig(ConfigModel):
                 {"default": limit_range.default, "defaultRequest": limit_range.default_request},
                 self.vcluster.persistence_size,
             )
-            quota = self.vcluster.quota_for(tenant)
+            quota = self.vcluster.quota_for(tenant, self.sized_gpus(tenant))
             for key, need in quota_shortfalls(quota, footprint).items():
                 where: Path = ("tenants", i, "quota", key) if key in tenant.quota else ("vcluster", "quota", key)
                 whose = f"tenant {tenant.name}'s" if key in tenant.quota else "each tenant's"
                 shortfall = ConfigIssue(
                     where,
                     quota[key],
-                    f"is less than {whose} own control plane and CoreDNS take ({_show_quantity(key, need)}): raise it",
+                    f"is less than {whose} own control plane and CoreDNS take ({format_quantity(key, need)}): raise it",
                 )
                 if all(issue.path != where for issue in issues):
                     issues.append(shortfall)
@@ -296,7 +302,59 @@ class StackConfig(ConfigModel):
             for queue, names in self._tenants_by_queue().items()
             if len(names) > 1
         ]
-        return unassigned_warnings(self.queues) + shared + self._unverified_vclusters()
+        warnings = unassigned_warnings(self.queues) + shared + self._unverified_vclusters() + self._gpu_pod_room()
+        return warnings + self._non_preemptible_room()
+
+    def sized_gpus(self, tenant: TenantConfig) -> int:
+        """The whole GPUs a tenant's quota is sized for: its queue's GPU limit, or the nearest ancestor's where it
+        has none, or the root's quota; at least one (a fraction's pod takes a whole GPU's share of the machine)."""
+        by_name = {queue.name: queue for queue in self.queues}
+        queue = by_name.get(tenant.queue)
+        while queue is not None:
+            gpu = queue.resources.gpu
+            if gpu.limit >= 0:
+                return max(1, math.ceil(gpu.limit))
+            if queue.parent_queue is None:
+                return max(1, math.ceil(gpu.quota))
+            queue = by_name.get(queue.parent_queue)
+        return 1
+
+    def _non_preemptible_room(self) -> list[str]:
+        """Non-preemptible teams whose queue guarantees less than one GPU: KAI schedules a non-preemptible pod only
+        within its queue's quota (kai-scheduler/KAI-Scheduler pkg/scheduler/plugins/proportion/capacity_policy/
+        capacity_policy.go resultsWithNonPreemptibleOverQuota, read at 521a99a), so a whole GPU never runs."""
+        index = {queue.name: i for i, queue in enumerate(self.queues)}
+        warnings = []
+        for i, tenant in enumerate(self.tenants):
+            position = index.get(tenant.queue)
+            if not tenant.non_preemptible or position is None:
+                continue
+            quota = self.queues[position].resources.gpu.quota
+            if 0 <= quota < 1:
+                warnings.append(
+                    f"tenants[{i}].nonPreemptible: queue {tenant.queue!r} guarantees {quota:g} GPU, and KAI runs a "
+                    "non-preemptible pod only within its queue's quota, so no pod of this team asking a whole GPU, and "
+                    "no gang of more GPUs than the quota, ever runs: raise "
+                    f"queues[{position}].resources.gpu.quota, or keep this team's pods to fractions"
+                )
+        return warnings
+
+    def _gpu_pod_room(self) -> list[str]:
+        """Tenants whose quota, as set, cannot hold one pod per GPU of their limit with a GPU's share each."""
+        warnings = []
+        share = self.vcluster.per_gpu.resources
+        for i, tenant in enumerate(self.tenants):
+            gpus = self.sized_gpus(tenant)
+            quota = self.vcluster.quota_for(tenant, gpus)
+            footprint = self.vcluster.footprint_for(tenant)
+            for key, need in gpu_pod_shortfalls(quota, gpus, share, footprint).items():
+                where = f"tenants[{i}].quota.{key}" if key in tenant.quota else f"vcluster.quota.{key}"
+                warnings.append(
+                    f"{where} = {quota[key]} cannot hold one pod per GPU of tenant {tenant.name}'s limit ({gpus}) "
+                    f"with a GPU's share of the machines (vcluster.perGpu) beside its control plane: raise it to "
+                    f"{format_quantity(key, need)}, or lower vcluster.perGpu"
+                )
+        return warnings
 
     def vcluster_version(self, tenant: TenantConfig) -> str:
         """The tenant's vCluster chart version: its own, or the stack's."""
@@ -320,15 +378,6 @@ class StackConfig(ConfigModel):
         for tenant in self.tenants:
             grouped.setdefault(tenant.queue, []).append(tenant.name)
         return grouped
-
-
-def _show_quantity(key: str, amount: Decimal) -> str:
-    """Bytes as Mi, CPUs as cores or millicores, counts as counts."""
-    if key.endswith(("memory", "storage")):
-        return f"{amount / 2**20:.0f}Mi"
-    if key.endswith("cpu"):
-        return f"{amount * 1000:.0f}m"
-    return f"{amount:.0f}"
 
 
 def _prefixed(key: str, issues: list[ConfigIssue]) -> list[ConfigIssue]:

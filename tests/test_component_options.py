@@ -62,6 +62,7 @@ def _tenant(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
         ports=TenantPorts(https=31000, kubelet=31001),
         settings=settings.vcluster,
         version="0.35.1",
+        sized_gpus=settings.sized_gpus(tenant),
         kubectl_version=settings.versions.kubectl,
         host_address="203.0.113.10",
         api_endpoints=[("10.0.0.10", 16443)],

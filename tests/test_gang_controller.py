@@ -29,7 +29,7 @@ from components.gang_controller.gangcontrol.kube import Api
 from components.gang_controller.gangcontrol.run import Controller, Settings
 from components.vcluster_tenant import gang_rules
 from config import names, upstream
-from config.vcluster_tenant.capacity import DEFAULT_QUOTA
+from config.stack import parse_stack_config
 from config.vcluster_tenant.tenants import VClusterConfig
 from harness import ProgramRun, dev_settings, run_main
 from harness.lab.kube import ApiError
@@ -452,8 +452,10 @@ def test_a_tenants_finished_pods_at_every_bound_fit_the_controllers_memory(here:
     """What one team can keep on the host, all at once: its pods quota running and maxFinishedPods finished, each at
     the annotation and free-text bounds, admitted by the real fence. The controller lists them (metadata alone, a
     page at a time) within a fraction of its memory limit, and the team's gang still gets its PodGroup."""
-    settings = VClusterConfig()
-    count = int(DEFAULT_QUOTA["count/pods"]) + settings.max_finished_pods
+    reference = parse_stack_config(dev_settings())
+    settings = reference.vcluster
+    tenant = reference.tenants[0]
+    count = int(settings.quota_for(tenant, reference.sized_gpus(tenant))["count/pods"]) + settings.max_finished_pods
     for index in range(count):
         created = here.syncer.create(_flood_pod(index, settings))
         created["status"] = {"phase": "Succeeded"}

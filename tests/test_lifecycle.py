@@ -224,7 +224,11 @@ def test_each_setting_changes_only_what_it_governs(base: ProgramRun, path: str, 
 def test_validate_only_admission_removes_just_the_mutating_policies(base: ProgramRun) -> None:
     added, removed, changed = _changed(base, _run(change=_set("vcluster.admission", "validate")))
     assert added == set()
-    assert removed == {"tenant-admission-pin-queue", "tenant-admission-gang-names"}
+    assert removed == {
+        "tenant-admission-pin-queue",
+        "tenant-admission-gang-names",
+        "tenant-admission-non-preemptible",
+    }
     assert changed == {f"{team}-vcluster" for team in TEAMS}, "each release no longer waits for them"
 
 

@@ -270,7 +270,7 @@ def test_only_kais_binder_writes_a_fractions_gpu_list(dev_run: ProgramRun, name:
 def test_one_policy_serves_every_tenant(dev_run: ProgramRun) -> None:
     """No per-tenant copies: each tenant namespace is selected by its labels, and reads its queue from them."""
     assert len(dev_run.of_type(VAP)) == 6
-    assert len(dev_run.of_type(MAP)) == 2
+    assert len(dev_run.of_type(MAP)) == 3, "pin the queue, name the gang, mark non-preemptible namespaces' pods"
     for team in ("team-nlp", "team-vision", "team-recommender"):
         tenant_namespace = namespace(dev_run, team)
         stored, denials = admitted(dev_run, Request(object=pod(), namespace=tenant_namespace, user=SYNCER))

@@ -122,16 +122,19 @@ def test_adding_a_fourth_team_changes_no_existing_tenant(dev_run: ProgramRun) ->
 def test_a_tenants_vcluster_starts_only_once_the_tenant_policies_exist(dev_run: ProgramRun, team: str) -> None:
     release = dev_run.one(RELEASE, f"{team}-vcluster")
     bindings = [r for r in dev_run.registrations if r.type.startswith(ADMISSION) and r.type.endswith("Binding")]
-    assert len(bindings) == 8
+    assert len(bindings) == 9
+    tenants = {"matchExpressions": [{"key": "gpu-tenancy/tenant", "operator": "Exists"}]}
     for binding in bindings:
         if binding.inputs["spec"]["policyName"] == "gpu-tenancy-gang-consistency":
             # It waits for KAI (tests/test_lab_kai_installing.py); until then gang pods only wait.
             assert not release.depends_on(binding), "the control plane would wait for KAI"
             continue
         assert release.depends_on(binding), f"no synced pod may come before {binding.name}"
-        assert binding.inputs["spec"]["matchResources"] == {
-            "namespaceSelector": {"matchExpressions": [{"key": "gpu-tenancy/tenant", "operator": "Exists"}]}
-        }
+        selector = binding.inputs["spec"]["matchResources"]["namespaceSelector"]
+        if binding.inputs["spec"]["policyName"] == "gpu-tenancy-tenant-non-preemptible":
+            assert selector == {**tenants, "matchLabels": {"gpu-tenancy/preemptibility": "non-preemptible"}}
+            continue
+        assert selector == tenants
     labels = dev_run.one(NAMESPACE, f"{team}-namespace").inputs["metadata"]["labels"]
     assert (labels["gpu-tenancy/tenant"], labels["gpu-tenancy/queue"]) == (team, TEAMS[team])
 

@@ -24,12 +24,15 @@ from components.vcluster_tenant.object_rules import (
 )
 from components.vcluster_tenant.policies import (
     CONFIGMAP_POLICY,
+    NON_PREEMPTIBLE_POLICY,
     POD_POLICY,
     SECCOMP_POLICY,
     SYNCED_WORKLOAD,
     TENANT_NAMESPACES,
     binding_spec,
     gpu_configmap_policy_spec,
+    non_preemptible_binding,
+    non_preemptible_policy_spec,
     pinning_policy_spec,
     pod_policy_spec,
     pod_rules,
@@ -97,6 +100,14 @@ class TenantAdmission(pulumi.ComponentResource):
             self.ready += [
                 self._policy(f"{name}-pin-queue", POD_POLICY, pinning, validating=False, opts=child),
                 self._policy(f"{name}-gang-names", GANG_POLICY, naming, validating=False, opts=child),
+                self._policy(
+                    f"{name}-non-preemptible",
+                    NON_PREEMPTIBLE_POLICY,
+                    non_preemptible_policy_spec(),
+                    validating=False,
+                    opts=child,
+                    binding_with=non_preemptible_binding(),
+                ),
             ]
             if args.default_seccomp:
                 seccomp = seccomp_default_policy_spec()

@@ -27,6 +27,7 @@ from components.vcluster_tenant.network import (
     dns_policy,
     workload_policy,
 )
+from components.vcluster_tenant.policies import NON_PREEMPTIBLE
 from components.vcluster_tenant.values import (
     PERSISTENCE_PATH,
     SECURITY_PATHS,
@@ -34,7 +35,7 @@ from components.vcluster_tenant.values import (
     kubeconfig_secret,
     vcluster_values,
 )
-from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL, TENANT_NAMESPACE_PREFIX
+from config.names import PREEMPTIBILITY_NAMESPACE_LABEL, QUEUE_NAMESPACE_LABEL, TENANT_LABEL, TENANT_NAMESPACE_PREFIX
 from config.upstream import KUBECONFIG_SECRET_KEY, TRAEFIK_API_VERSION, VCLUSTER_CHART
 from config.vcluster_tenant.node_ports import TenantPorts
 from config.vcluster_tenant.tenants import AddonConfig, TenantConfig, VClusterConfig
@@ -52,6 +53,8 @@ class VClusterTenantArgs:
     settings: VClusterConfig
     version: str
     """vCluster chart version, e.g. 0.35.1."""
+    sized_gpus: int
+    """The whole GPUs its quota holds a GPU's share of the machines for (StackConfig.sized_gpus)."""
     kubectl_version: str
     host_address: pulumi.Input[str]
     """Where teams reach the host: with expose nodePort the API is https://<host_address>:<https port>."""
@@ -106,6 +109,7 @@ class VClusterTenant(pulumi.ComponentResource):
                     TENANT_LABEL: tenant.name,
                     QUEUE_NAMESPACE_LABEL: tenant.queue,
                     POD_SECURITY_ENFORCE: args.settings.pod_security_for(tenant),
+                    **({PREEMPTIBILITY_NAMESPACE_LABEL: NON_PREEMPTIBLE} if tenant.non_preemptible else {}),
                 },
                 # What the tenant admission policy reads of this team: its priority classes and fraction limits.
                 "annotations": namespace_annotations(args.settings.gpu_sharing_for(tenant)),
@@ -139,7 +143,11 @@ class VClusterTenant(pulumi.ComponentResource):
         )
         values = pulumi.Output.all(endpoint, args.control_plane_node).apply(
             lambda parts: vcluster_values(
-                tenant, endpoint=parts[0], settings=args.settings, control_plane_node=parts[1]
+                tenant,
+                endpoint=parts[0],
+                settings=args.settings,
+                sized_gpus=args.sized_gpus,
+                control_plane_node=parts[1],
             )
         )
         fence = self._network_policies(name, args, host)

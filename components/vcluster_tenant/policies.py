@@ -32,7 +32,7 @@ from components.vcluster_tenant.gang_rules import (
     gang_variables,
 )
 from components.vcluster_tenant.kai_rules import kai_validations, kai_variables, own_device_configmap
-from config.names import QUEUE_NAMESPACE_LABEL, TENANT_LABEL
+from config.names import PREEMPTIBILITY_NAMESPACE_LABEL, QUEUE_NAMESPACE_LABEL, TENANT_LABEL
 from config.upstream import (
     CDI_ANNOTATION_PREFIXES,
     GPU_FRACTION_ANNOTATIONS,
@@ -43,6 +43,8 @@ from config.upstream import (
     NO_GPU_VALUES,
     NVIDIA_VISIBLE_DEVICES,
     POD_SECURITY_RESTRICTED_VOLUMES,
+    PREEMPTIBILITY_LABEL,
+    PREEMPTIBILITY_VALUES,
     QUEUE_LABEL,
     SCHEDULER_NAME,
     SHARED_GPU_CONFIGMAP_ANNOTATION,
@@ -53,6 +55,14 @@ POD_POLICY = "gpu-tenancy-tenant-pods"
 CONFIGMAP_POLICY = "gpu-tenancy-tenant-gpu-configmaps"
 
 TENANT_NAMESPACES = {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}
+
+NON_PREEMPTIBLE_POLICY = "gpu-tenancy-tenant-non-preemptible"
+NON_PREEMPTIBLE = PREEMPTIBILITY_VALUES[1]
+NON_PREEMPTIBLE_NAMESPACES = {
+    **TENANT_NAMESPACES,
+    "matchLabels": {PREEMPTIBILITY_NAMESPACE_LABEL: NON_PREEMPTIBLE},
+}
+"""The namespaces of tenants set nonPreemptible."""
 
 TEAM_KEYS = {"labels": (GANG_LABEL,), "annotations": (GANG_SIZE_ANNOTATION,)}
 """The platform's keys a team writes on its pods; every other gpu-tenancy/ key is the platform's own."""
@@ -197,6 +207,15 @@ def pod_policy_spec(kai_namespace: str, *, require_seccomp: bool = False) -> dic
                 "a tenant's pods may only use its own KAI queue (the label kai.scheduler/queue)",
             ),
             validation(
+                f"{value('namespaceObject', 'labels', PREEMPTIBILITY_NAMESPACE_LABEL)} != '{NON_PREEMPTIBLE}' || "
+                f"{value('object', 'labels', PREEMPTIBILITY_LABEL)} == '{NON_PREEMPTIBLE}' || "
+                # A pod made before its tenant was set non-preemptible keeps what it had.
+                f"(request.operation == 'UPDATE' && {value('object', 'labels', PREEMPTIBILITY_LABEL)} == "
+                f"{value('oldObject', 'labels', PREEMPTIBILITY_LABEL)})",
+                f"this team's pods are non-preemptible (tenants[].nonPreemptible): their label {PREEMPTIBILITY_LABEL} "
+                f"is {NON_PREEMPTIBLE}",
+            ),
+            validation(
                 f"!variables.hadQueue || variables.podQueue == oldObject.metadata.labels['{QUEUE_LABEL}']",
                 "a pod's KAI queue cannot be changed or removed once it is set",
             ),
@@ -312,6 +331,25 @@ def pinning_policy_spec() -> dict[str, Any]:
         "reinvocationPolicy": "IfNeeded",
         "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
     }
+
+
+def non_preemptible_policy_spec() -> dict[str, Any]:
+    """New synced pods of a non-preemptible tenant get the label KAI's pod-grouper reads first (its value overrides
+    the class's: config/upstream.py PREEMPTIBILITY_LABEL), so every PodGroup of that team is non-preemptible."""
+    apply_configuration = (
+        f"Object{{metadata: Object.metadata{{labels: {{'{PREEMPTIBILITY_LABEL}': '{NON_PREEMPTIBLE}'}}}}}}"
+    )
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": pod_rules("CREATE"),
+        "matchConditions": [SYNCED_WORKLOAD],
+        "reinvocationPolicy": "IfNeeded",
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
+    }
+
+
+def non_preemptible_binding() -> dict[str, Any]:
+    return {"policyName": NON_PREEMPTIBLE_POLICY, "matchResources": {"namespaceSelector": NON_PREEMPTIBLE_NAMESPACES}}
 
 
 SECCOMP_POLICY = "gpu-tenancy-tenant-seccomp-default"

@@ -97,10 +97,11 @@ def vcluster_values(
     *,
     endpoint: Endpoint,
     settings: VClusterConfig,
+    sized_gpus: int,
     control_plane_node: str | None = None,
 ) -> dict[str, Any]:
-    """The tenant's vCluster values. `control_plane_node` pins its control plane to the node whose
-    hostpath volumes it uses, so removing a worker strands no team's state."""
+    """The tenant's vCluster values, its quota sized for `sized_gpus` GPUs. `control_plane_node` pins its
+    control plane to the node whose hostpath volumes it uses, so removing a worker strands no team's state."""
     volume_claim: dict[str, Any] = {"enabled": True, "size": settings.persistence_size}
     if settings.storage_class:
         volume_claim["storageClass"] = settings.storage_class
@@ -145,7 +146,7 @@ def vcluster_values(
         values = deep_merge(values, {"controlPlane": {"statefulSet": {"scheduling": scheduling}}})
     node_ports = 0 if endpoint.ports is None else 1 + (endpoint.ports.kubelet is not None)
     quota = {
-        **settings.quota_for(tenant),
+        **settings.quota_for(tenant, sized_gpus),
         # Exactly the node ports the tenant's own Service holds: none left for a team's Service.
         "services.nodeports": str(node_ports),
         "services.loadbalancers": "0",

@@ -11,21 +11,31 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from config.quantities import quantity
+from config.quantities import format_quantity, quantity
 from config.upstream import VCLUSTER_CONTROL_PLANE_RESOURCES
 
+REFERENCE_GPU_SHARE: dict[str, str] = {
+    # One GPU's share of the reference host, NVIDIA's tutorial machine: an L40S on Nebius, whose smallest preset
+    # is gpu-l40s-a 1gpu-8vcpu-32gb (skypilot-org/skypilot-catalog catalogs/v7/nebius/vms.csv). Its disk is an
+    # assumption (no source gives Brev's boot volume there): set vcluster.perGpu to your machines' figures.
+    "cpu": "8",
+    "memory": "32Gi",
+    "ephemeral-storage": "100Gi",
+}
+SIZED_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+LIMITS_PER_REQUEST = 2
+"""A team's quota of limits is twice its requests: room for CPU-only helpers and bursts beside its GPU pods."""
+DEFAULT_LIMIT_FRACTION, DEFAULT_REQUEST_FRACTION = Decimal(1) / 2, Decimal(1) / 8
+"""What a container that states nothing may use and requests, of one GPU's share."""
+PODS_BASE, PODS_PER_GPU = 20, 8
+"""A team's pod quota: its control plane, CoreDNS and helpers, and room for fractions (four 0.25s a GPU) and
+data loaders beside each GPU's pod."""
+
 DEFAULT_QUOTA: dict[str, str] = {
-    # vCluster's own tenancy defaults (chart/values.yaml policies.resourceQuota.quota @v0.35.1): sized for one
-    # team's interactive and batch work on a shared GPU node, several times the control plane's needs.
-    "requests.cpu": "10",
-    "limits.cpu": "20",
-    "requests.memory": "20Gi",
-    "limits.memory": "40Gi",
-    "requests.ephemeral-storage": "60Gi",
-    "limits.ephemeral-storage": "160Gi",
+    # vCluster's own tenancy defaults (chart/values.yaml policies.resourceQuota.quota @v0.35.1) for what does not
+    # follow from a GPU's share (sized_quota: CPU, memory, disk and pods).
     "requests.storage": "100Gi",
     "count/persistentvolumeclaims": "20",
-    "count/pods": "20",
     "count/services": "20",
     "count/endpoints": "40",
     # The syncer writes a selector-less Service's Endpoints and EndpointSlices, each one more load on every node's
@@ -36,14 +46,47 @@ DEFAULT_QUOTA: dict[str, str] = {
     "count/configmaps": "100",
     "count/secrets": "100",
 }
-"""Per-tenant defaults; `vcluster.quota` entries override them for every tenant, `tenants[].quota` for one."""
+"""Per-tenant defaults besides the sized ones; `vcluster.quota` entries override both for every tenant,
+`tenants[].quota` for one."""
 
-DEFAULT_LIMIT_RANGE: dict[str, dict[str, str]] = {
-    # vCluster's defaults (chart/values.yaml policies.limitRange @v0.35.1): what a container that states
-    # nothing gets, so that every pod counts against the quota, ephemeral storage included.
-    "default": {"cpu": "1", "memory": "512Mi", "ephemeral-storage": "8Gi"},
-    "defaultRequest": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "3Gi"},
-}
+
+def limit_range_of(share: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """What a container that states nothing gets: half a GPU's share as its limit, an eighth as its request, so a
+    GPU pod that names only its GPU is neither OOM-killed nor evicted for disk at once, a helper reserves little,
+    and the control plane's own containers (which state no ephemeral storage) leave the team most of its quota."""
+
+    def part(fraction: Decimal) -> dict[str, str]:
+        return {name: format_quantity(name, quantity(share[name]) * fraction) for name in share}
+
+    return {"default": part(DEFAULT_LIMIT_FRACTION), "defaultRequest": part(DEFAULT_REQUEST_FRACTION)}
+
+
+DEFAULT_LIMIT_RANGE = limit_range_of(REFERENCE_GPU_SHARE)
+
+
+def sized_quota(gpus: int, share: Mapping[str, str], footprint: Mapping[str, Decimal]) -> dict[str, str]:
+    """A team's CPU, memory, disk and pod quota: a GPU's share of the machines for each GPU its queue may use, on
+    top of what its own control plane takes (`footprint`), and twice that in limits."""
+    quota: dict[str, str] = {}
+    for name in SIZED_RESOURCES:
+        per_gpus = quantity(share[name]) * gpus
+        quota[f"requests.{name}"] = format_quantity(name, per_gpus + footprint[f"requests.{name}"])
+        quota[f"limits.{name}"] = format_quantity(name, LIMITS_PER_REQUEST * per_gpus + footprint[f"limits.{name}"])
+    quota["count/pods"] = str(PODS_BASE + PODS_PER_GPU * gpus)
+    return quota
+
+
+def gpu_pod_shortfalls(
+    quota: Mapping[str, str], gpus: int, share: Mapping[str, str], footprint: Mapping[str, Decimal]
+) -> dict[str, Decimal]:
+    """Quota keys too small for one pod per GPU of the team's limit, each with a GPU's share, beside its control
+    plane: the keys with what they would need."""
+    need: dict[str, Decimal] = {"count/pods": footprint["count/pods"] + gpus}
+    for name in SIZED_RESOURCES:
+        for kind in ("requests", "limits"):
+            need[f"{kind}.{name}"] = quantity(share[name]) * gpus + footprint[f"{kind}.{name}"]
+    return {key: amount for key, amount in need.items() if key in quota and quantity(quota[key]) < amount}
+
 
 PLATFORM_QUOTA_KEYS = {
     "services.nodeports": "it is exactly the node ports of the tenant's API Service, so no team takes another's",

@@ -4,6 +4,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
@@ -23,7 +24,14 @@ from config.types import (
     require_str,
 )
 from config.upstream import KAI_PRIORITY_CLASSES
-from config.vcluster_tenant.capacity import DEFAULT_LIMIT_RANGE, DEFAULT_QUOTA
+from config.vcluster_tenant.capacity import (
+    DEFAULT_LIMIT_RANGE,
+    DEFAULT_QUOTA,
+    REFERENCE_GPU_SHARE,
+    control_plane_footprint,
+    limit_range_of,
+    sized_quota,
+)
 
 VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",
@@ -195,6 +203,19 @@ class LimitRangeConfig(ConfigModel):
         return self
 
 
+class GpuShareConfig(ConfigModel):
+    """One GPU's share of the machines it sits in (their CPUs, memory and disk divided by their GPUs): what a team
+    gets beside each GPU its queue may use, and what sizes a container that states nothing."""
+
+    cpu: Quantity = Field(default=REFERENCE_GPU_SHARE["cpu"])
+    memory: Quantity = Field(default=REFERENCE_GPU_SHARE["memory"])
+    ephemeral_storage: Quantity = Field(default=REFERENCE_GPU_SHARE["ephemeral-storage"])
+
+    @property
+    def resources(self) -> dict[str, str]:
+        return {"cpu": self.cpu, "memory": self.memory, "ephemeral-storage": self.ephemeral_storage}
+
+
 class TenantConfig(ConfigModel):
     """One team: its vCluster, the queue its pods are pinned to, and its add-ons."""
 
@@ -233,6 +254,11 @@ class TenantConfig(ConfigModel):
     )
     max_fraction_devices: int | None = Field(
         default=None, ge=1, le=64, description="Overrides vcluster.maxFractionDevices for this tenant."
+    )
+    non_preemptible: bool = Field(
+        default=False,
+        description="Every pod of this team is non-preemptible (the label kai.scheduler/preemptibility), for teams "
+        "that serve: KAI never preempts or reclaims them, and keeps pending what would take the queue past its quota.",
     )
 
     @model_validator(mode="after")
@@ -282,12 +308,20 @@ class VClusterConfig(ConfigModel):
         description="Pod Security level enforced on each tenant's host namespace (and inside its vCluster); "
         "restricted also runs the control plane as non-root. Applies to tenants created afterwards.",
     )
+    per_gpu: GpuShareConfig = Field(
+        default_factory=GpuShareConfig,
+        description="One GPU's share of the machines (CPU, memory, ephemeral storage): each tenant's quota holds "
+        "that much per GPU of its queue's limit (twice that in limits), and a container that states nothing gets "
+        "half of it as its limit and an eighth as its request.",
+    )
     quota: dict[str, Quantity] = Field(
         default_factory=dict,
         description="ResourceQuota entries merged over the defaults for every tenant "
         "(GPUs excluded: KAI governs them).",
     )
-    limit_range: LimitRangeConfig = Field(default_factory=LimitRangeConfig)
+    limit_range: LimitRangeConfig | None = Field(
+        default=None, description="What a container that states nothing gets; derived from perGpu when unset."
+    )
     blocked_egress: list[IPv4Cidr] = Field(
         default_factory=list,
         description="More address ranges tenant pods may not reach, e.g. the nodes' public addresses "
@@ -354,11 +388,24 @@ class VClusterConfig(ConfigModel):
         "--terminated-pod-gc-threshold), and so the syncer keeps on the host; the quota counts only running ones.",
     )
 
-    def quota_for(self, tenant: TenantConfig) -> dict[str, str]:
-        return {**DEFAULT_QUOTA, **self.quota, **tenant.quota}
+    def quota_for(self, tenant: TenantConfig, gpus: int) -> dict[str, str]:
+        """The tenant's ResourceQuota, sized for `gpus` whole GPUs (StackConfig.sized_gpus), then overridden."""
+        sized = sized_quota(gpus, self.per_gpu.resources, self.footprint_for(tenant))
+        return {**DEFAULT_QUOTA, **sized, **self.quota, **tenant.quota}
 
     def limit_range_for(self, tenant: TenantConfig) -> LimitRangeConfig:
-        return tenant.limit_range or self.limit_range
+        if tenant.limit_range is not None:
+            return tenant.limit_range
+        if self.limit_range is not None:
+            return self.limit_range
+        derived = limit_range_of(self.per_gpu.resources)
+        return LimitRangeConfig(default=derived["default"], default_request=derived["defaultRequest"])
+
+    def footprint_for(self, tenant: TenantConfig) -> dict[str, Decimal]:
+        """What the tenant's own control plane and CoreDNS take of its quota, with its limit range's defaults."""
+        limit_range = self.limit_range_for(tenant)
+        defaults = {"default": limit_range.default, "defaultRequest": limit_range.default_request}
+        return control_plane_footprint(defaults, self.persistence_size)
 
     def pod_security_for(self, tenant: TenantConfig) -> PodSecurityLevel:
         return tenant.pod_security or self.pod_security
