@@ -323,9 +323,14 @@ def pinning_policy_spec() -> dict[str, Any]:
         f"namespaceObject.metadata.labels['{QUEUE_NAMESPACE_LABEL}']}}}}, "
         f"spec: Object.spec{{schedulerName: '{SCHEDULER_NAME}'}}}}"
     )
+    return _synced_pod_creation_policy(apply_configuration)
+
+
+def _synced_pod_creation_policy(apply_configuration: str) -> dict[str, Any]:
+    """A mutation of new synced pods alone: schedulerName is immutable once the pod exists, and a label set at
+    creation is the one KAI's pod-grouper reads."""
     return {
         "failurePolicy": "Fail",
-        # schedulerName is immutable once the pod exists: only creation is mutated.
         "matchConstraints": pod_rules("CREATE"),
         "matchConditions": [SYNCED_WORKLOAD],
         "reinvocationPolicy": "IfNeeded",
@@ -339,13 +344,7 @@ def non_preemptible_policy_spec() -> dict[str, Any]:
     apply_configuration = (
         f"Object{{metadata: Object.metadata{{labels: {{'{PREEMPTIBILITY_LABEL}': '{NON_PREEMPTIBLE}'}}}}}}"
     )
-    return {
-        "failurePolicy": "Fail",
-        "matchConstraints": pod_rules("CREATE"),
-        "matchConditions": [SYNCED_WORKLOAD],
-        "reinvocationPolicy": "IfNeeded",
-        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": apply_configuration}}],
-    }
+    return _synced_pod_creation_policy(apply_configuration)
 
 
 def non_preemptible_binding() -> dict[str, Any]:
