@@ -117,7 +117,12 @@ tenants = {
 if tenants:
     # KAI's PodGroups for the gangs teams start, written only in the tenants' namespaces.
     GangController(
-        "gangs", GangControllerArgs(tenant_namespaces={name: t.namespace for name, t in tenants.items()}), opts=on_host
+        "gangs",
+        GangControllerArgs(
+            tenant_namespaces={name: t.namespace for name, t in tenants.items()},
+            kai_namespace=settings.kai_scheduler.namespace,
+        ),
+        opts=on_host,
     )
 
 if settings.observability.enabled:

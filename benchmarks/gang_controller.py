@@ -3,8 +3,10 @@
 For each size (teams, each with its CoreDNS pod and N gangs of four pods, as vCluster's syncer writes
 them to the host), prints one Markdown row: pods listed, the memory the controller keeps after a full
 list (tracemalloc, its own objects), the peak while listing, how long a full list and reconcile take,
-and the mean time one pod event takes (apply and reconcile of its gang). The API answers lists page by
-page as the real one does with `limit` and `continue`, and takes every create and patch.
+and the mean time one pod event takes (apply and reconcile of its gang). The list measured is a resync's: the
+PodGroups the first one created, each waiting as KAI marks it, listed back, and every team's queue view
+written. The API answers lists page by page as the real one does with `limit` and `continue`, and takes every
+create and patch.
 
 Figures only: nothing here passes or fails. Its figure sizes the controller's memory request and limit
 (components/gang_controller/component.py). Run it from the repository root:
@@ -21,7 +23,7 @@ import time
 import tracemalloc
 from typing import Any
 
-from components.gang_controller.gangcontrol.run import NAMESPACES, PODS, Controller, Settings
+from components.gang_controller.gangcontrol.run import NAMESPACES, POD_GROUPS, PODS, QUEUES, Controller, Settings
 
 POD_BYTES_NOTE = "a synced pod here is about 3 KB of JSON, as vCluster 0.35 writes them (labels, annotations, spec)"
 
@@ -82,11 +84,22 @@ class InProcessApi:
     """The API server as the controller talks to it: paginated lists, creates and patches taken."""
 
     def __init__(self, teams: int, gangs: int) -> None:
-        labels = {"gpu-tenancy/queue": "q"}
         self.namespaces = [
-            {"metadata": {"name": f"vcluster-t{i}", "labels": {**labels, "gpu-tenancy/tenant": f"t{i}"}}}
+            {
+                "metadata": {
+                    "name": f"vcluster-t{i}",
+                    "labels": {"gpu-tenancy/queue": f"q{i}", "gpu-tenancy/tenant": f"t{i}"},
+                }
+            }
             for i in range(teams)
         ]
+        gpu = {"quota": 1, "limit": 2, "overQuotaWeight": 1}
+        self.queues = [
+            {"metadata": {"name": f"q{i}"}, "spec": {"parentQueue": "org", "resources": {"gpu": gpu}}}
+            for i in range(teams)
+        ]
+        self.pod_groups: list[dict[str, Any]] = []
+        """Those the controller creates, each waiting as KAI would mark it, so the queue views list them."""
         uid = 0
         self.pods: list[dict[str, Any]] = []
         for i in range(teams):
@@ -100,21 +113,38 @@ class InProcessApi:
     def request(self, method: str, path: str, body: Any = None, **query: str) -> dict[str, Any]:
         if method == "GET" and path == NAMESPACES:
             return {"items": self.namespaces, "metadata": {}}
-        if method == "GET" and path == PODS:
-            start, limit = int(query.get("continue", "0")), int(query.get("limit", "1000000"))
-            page = [json.loads(json.dumps(pod)) for pod in self.pods[start : start + limit]]
-            more = start + limit < len(self.pods)
-            return {"items": page, "metadata": {"resourceVersion": "1", "continue": str(start + limit) if more else ""}}
+        if method == "GET" and path in (PODS, POD_GROUPS):
+            return self._page(self.pods if path == PODS else self.pod_groups, query)
+        if method == "GET" and path == QUEUES:
+            return {"items": self.queues, "metadata": {}}
         if method == "GET":
             return {"items": [], "metadata": {"resourceVersion": "1"}}
-        if method in ("POST", "PATCH") and isinstance(body, dict) and body.get("kind") == "PodGroup":
+        if method == "POST" and isinstance(body, dict) and body.get("kind") == "PodGroup":
+            reason = {"reason": "OverLimit", "message": "queue would exceed its limit"}
+            status = {
+                "resourcesStatus": {"requested": {"nvidia.com/gpu": "4"}},
+                "schedulingConditions": [{"type": "UnschedulableOnNodePool", "reasons": [reason]}],
+            }
+            managed = [{"manager": "gpu-tenancy-gang-controller"}]
+            self.pod_groups.append(
+                {**body, "metadata": {**body["metadata"], "managedFields": managed}, "status": status}
+            )
             return body
         return {}
+
+    @staticmethod
+    def _page(items: list[dict[str, Any]], query: dict[str, str]) -> dict[str, Any]:
+        start, limit = int(query.get("continue", "0")), int(query.get("limit", "1000000"))
+        page = [json.loads(json.dumps(item)) for item in items[start : start + limit]]
+        more = start + limit < len(items)
+        return {"items": page, "metadata": {"resourceVersion": "1", "continue": str(start + limit) if more else ""}}
 
 
 def measure(teams: int, gangs: int) -> dict[str, float]:
     api = InProcessApi(teams, gangs)
     controller = Controller(api, Settings(grace_seconds=300, resync_seconds=30))  # type: ignore[arg-type]
+    controller.relist()  # the first list creates the PodGroups; the one measured lists them, waiting, as a resync
+    controller.views.clear()  # and writes every team's view, as after a restart
     gc.collect()
     tracemalloc.start()
     started = time.perf_counter()

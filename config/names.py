@@ -22,6 +22,9 @@ TENANT_LABEL = "gpu-tenancy/tenant"
 QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
 """Every tenant namespace carries its tenant and queue: admission policies, dashboards and cost read them."""
 PREEMPTIBILITY_NAMESPACE_LABEL = "gpu-tenancy/preemptibility"
+QUEUE_VIEW_CONFIGMAP = "gpu-tenancy-queue"
+"""The team's view of its KAI queue, in its host namespace; its vCluster shows it as QUEUE_VIEW_IN_TENANT."""
+QUEUE_VIEW_IN_TENANT = "gpu-tenancy/queue"
 """On the namespace of a tenant set nonPreemptible: its value is every pod's kai.scheduler/preemptibility."""
 
 TENANT_NAME_USES: Mapping[str, int] = {

@@ -6,7 +6,7 @@ file; the tests check what the program registers against these facts (for
 example, that no container runs a program its image does not ship).
 """
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 # --- Kubernetes and kubectl ----------------------------------------------------------------------
 
@@ -152,6 +152,10 @@ KAI_METRICS_SERVICES = {
 # port's name), /metrics over HTTP on 8080: pkg/operator/operands/queue_controller/resources.go,
 # pkg/operator/operands/scheduler/resources_for_shard.go (shard default), pkg/operator/operands/common/common.go
 # @v0.16.8. With more than one scheduler replica the Service loses its selector (leader EndpointSlice).
+
+KAI_SCHEDULER_METRICS_PORT = 8080
+# The scheduler Service's port unless the Config sets another: pkg/apis/kai/v1/scheduler/scheduler.go
+# (SchedulerService.Port default) @v0.16.8.
 
 KAI_RETRACTED_VERSIONS = frozenset({"v0.20.0", "v0.20.1"})
 # Tagged by mistake on v0.10 code and retracted: kai-scheduler/KAI-Scheduler go.mod `retract (v0.20.1 v0.20.0)`
@@ -300,6 +304,94 @@ VCLUSTER_OSS_REPOSITORY = "loft-sh/vcluster-oss"
 ghcr.io/loft-sh/vcluster-oss:<version>, .goreleaser.yaml @v0.35.1): the chart's default is
 loft-sh/vcluster-pro, "the pro repository that includes the optional pro modules" (chart/values.yaml
 controlPlane.statefulSet.image), whose source is not public, so not what this file was read against."""
+_NODES = {"apiGroups": [""], "resources": ["pods", "nodes", "nodes/status"], "verbs": ["get", "watch", "list"]}
+_KUBELET = {"apiGroups": [""], "resources": ["nodes/metrics", "nodes/stats", "nodes/proxy"], "verbs": ["get"]}
+_SNAPSHOTS = (
+    {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list"]},
+    {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshotclasses"], "verbs": ["get", "list"]},
+    {
+        "apiGroups": ["snapshot.storage.k8s.io"],
+        "resources": ["volumesnapshotcontents"],
+        "verbs": ["create", "delete", "patch", "update", "get", "list"],
+    },
+)
+VCLUSTER_SYNCER_CLUSTER_RULES: dict[str, tuple[dict[str, Any], ...]] = {
+    "0.35.1": (_NODES, _KUBELET, *_SNAPSHOTS),
+    "0.35.3": (_NODES, _KUBELET, *_SNAPSHOTS),
+    "0.36.1": (_NODES, _KUBELET),
+}
+"""The rules of the syncer's host ClusterRole as each chart renders them for the platform's own values
+(chart/templates/clusterrole.yaml, _rbac.tpl: rbac.enableVolumeSnapshotRules `auto` is gone at 0.36.1).
+The queue view's `sync.fromHost.configMaps` mapping would add cluster-wide ConfigMap list and watch
+(_rbac.tpl rulesForFromHostSyncerForGivenCoreResource), which the syncer never uses for its own namespace
+(pkg/config/parse.go GetLocalCacheOptionsFromConfigMappings starts no cluster-wide cache then) and which would
+let it read every team's ConfigMaps: `rbac.clusterRole.overwriteRules` keeps these instead. A test renders
+each chart in ../shared/reference with and without the view and compares."""
+VCLUSTER_CLUSTER_ROLE_INPUTS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(path.split("."))
+    for path in (
+        "controlPlane.advanced.globalMetadata.annotations",
+        "controlPlane.advanced.virtualScheduler.enabled",
+        "controlPlane.distro.k8s.scheduler.enabled",
+        "integrations.certManager.enabled",
+        "integrations.certManager.sync.fromHost.clusterIssuers.enabled",
+        "integrations.externalSecrets.enabled",
+        "integrations.externalSecrets.sync.fromHost.clusterStores.enabled",
+        "integrations.externalSecrets.webhook.enabled",
+        "integrations.istio.enabled",
+        "integrations.kubeVirt.enabled",
+        "integrations.kubeVirt.webhook.enabled",
+        "integrations.metricsServer.enabled",
+        "integrations.metricsServer.nodes",
+        "networking.advanced.proxyKubelets.byHostname",
+        "networking.advanced.proxyKubelets.byIP",
+        "networking.replicateServices.fromHost",
+        "platform",
+        "plugin",
+        "plugins",
+        "privateNodes.enabled",
+        "pro",
+        "rbac.clusterRole.enabled",
+        "rbac.clusterRole.extraRules",
+        "rbac.clusterRole.overwriteRules",
+        "rbac.enableVolumeSnapshotRules.enabled",
+        "rbac.role.extraRules",
+        "sync.fromHost.configMaps.enabled",
+        "sync.fromHost.configMaps.mappings.byName",
+        "sync.fromHost.csiDrivers.enabled",
+        "sync.fromHost.csiNodes.enabled",
+        "sync.fromHost.csiStorageCapacities.enabled",
+        "sync.fromHost.customResources",
+        "sync.fromHost.deviceClasses.enabled",
+        "sync.fromHost.gatewayClasses.enabled",
+        "sync.fromHost.gateways.enabled",
+        "sync.fromHost.ingressClasses.enabled",
+        "sync.fromHost.nodes.enabled",
+        "sync.fromHost.nodes.syncBackChanges",
+        "sync.fromHost.priorityClasses.enabled",
+        "sync.fromHost.runtimeClasses.enabled",
+        "sync.fromHost.secrets.enabled",
+        "sync.fromHost.secrets.mappings.byName",
+        "sync.fromHost.storageClasses.enabled",
+        "sync.fromHost.volumeSnapshotClasses.enabled",
+        "sync.toHost.customResources",
+        "sync.toHost.gatewayApi.backendTLSPolicies.enabled",
+        "sync.toHost.gatewayApi.enabled",
+        "sync.toHost.gatewayApi.gateways.enabled",
+        "sync.toHost.gatewayApi.httpRoutes.enabled",
+        "sync.toHost.gatewayApi.tlsRoutes.enabled",
+        "sync.toHost.namespaces.enabled",
+        "sync.toHost.persistentVolumes.enabled",
+        "sync.toHost.pods.hybridScheduling.enabled",
+        "sync.toHost.priorityClasses.enabled",
+        "sync.toHost.resourceClaimTemplates.enabled",
+        "sync.toHost.resourceClaims.enabled",
+        "sync.toHost.storageClasses.enabled",
+        "sync.toHost.volumeSnapshotContents.enabled",
+    )
+)
+"""Every value the charts' ClusterRole templates read, at each version in VCLUSTER_SYNCER_CLUSTER_RULES (a test
+reads the templates): a tenant whose own values set one keeps the chart's ClusterRole, and no queue view."""
 SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
 VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"
 # Set to the vCluster's name, and to the object's virtual namespace, on every object its syncer creates on the

@@ -91,7 +91,9 @@ def _observability(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
 
 
 def _gangs(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
-    args = GangControllerArgs({tenant.name: f"vcluster-{tenant.name}" for tenant in settings.tenants})
+    args = GangControllerArgs(
+        {tenant.name: f"vcluster-{tenant.name}" for tenant in settings.tenants}, settings.kai_scheduler.namespace
+    )
     GangController("gangs", args, opts=opts)
 
 

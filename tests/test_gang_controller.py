@@ -8,6 +8,7 @@ program (components/gang_controller/gangcontrol) in a thread and waits for the P
 and Events the API server holds. Pure planning is tested directly at the end.
 """
 
+import http.server
 import json
 import signal
 import subprocess
@@ -24,9 +25,10 @@ import pytest
 
 from components.gang_controller import GANG_CONTROLLER_USER
 from components.gang_controller.component import MEMORY
-from components.gang_controller.gangcontrol import gangs
+from components.gang_controller.gangcontrol import gangs, queue_view
 from components.gang_controller.gangcontrol.kube import Api
 from components.gang_controller.gangcontrol.run import Controller, Settings
+from components.shared.queue_manifest import queue_manifest
 from components.vcluster_tenant import gang_rules
 from config import names, upstream
 from config.stack import parse_stack_config
@@ -154,9 +156,17 @@ def here(world: World) -> World:
 
 
 @contextmanager
-def controller(world: World, grace: float = GRACE, heartbeat: Path | None = None) -> Iterator[threading.Event]:
+def controller(
+    world: World, grace: float = GRACE, heartbeat: Path | None = None, fair_share_url: str = ""
+) -> Iterator[threading.Event]:
     stop = threading.Event()
-    settings = Settings(grace_seconds=grace, resync_seconds=1, backoff_seconds=0.1, heartbeat_file=str(heartbeat or ""))
+    settings = Settings(
+        grace_seconds=grace,
+        resync_seconds=1,
+        backoff_seconds=0.1,
+        heartbeat_file=str(heartbeat or ""),
+        fair_share_url=fair_share_url,
+    )
     running = Controller(world.api(), settings)
     thread = threading.Thread(target=running.run, args=(stop,), daemon=True)
     thread.start()
@@ -372,6 +382,100 @@ def test_gangs_wait_while_kais_pod_group_api_is_not_served(here: World) -> None:
         install_kai_crds(here.lab.admin)
 
 
+# --- the queue view ------------------------------------------------------------------------------
+
+QUEUE = ("scheduling.run.ai/v2", "Queue")
+FAIR_SHARES = """\
+# TYPE kai_queue_fair_share_gpu gauge
+kai_queue_fair_share_gpu{queue_display_name="",queue_metadata_name="ml-org",queue_name="ml-org"} 3
+kai_queue_fair_share_gpu{queue_display_name="",queue_metadata_name="team-nlp",queue_name="team-nlp"} 1.5
+"""
+"""What KAI's scheduler serves on /metrics (pkg/scheduler/metrics/metrics.go @v0.16.8): a stand-in, since the
+lab cannot build KAI's module (docs/lab.md); tests/test_queue_view.py reads this format in full."""
+
+
+@contextmanager
+def metrics_server(text: str) -> Iterator[str]:
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+
+
+def _kai_writes_status(lab: Lab, obj: Json, status: Json) -> None:
+    """As KAI's controllers write it: through the status subresource."""
+    lab.admin.patch(obj, {"status": status}, subresource="status")
+
+
+def _view(here: World, namespace: str) -> Json | None:
+    return here.lab.admin.find("v1", "ConfigMap", names.QUEUE_VIEW_CONFIGMAP, namespace)
+
+
+def test_each_team_gets_its_queue_kept_current_and_no_one_else_may_write_it(here: World) -> None:
+    """KAI's numbers for the team's queue and its parent, the gang KAI has not started with KAI's reason, then the
+    same gang gone from the list once KAI allocates it; the team's syncer cannot forge the view."""
+    settings = parse_stack_config(dev_settings())
+    for queue in settings.queues:
+        here.lab.admin.apply(queue_manifest(queue))
+    nlp = here.lab.admin.get(*QUEUE, "team-nlp")
+    _kai_writes_status(
+        here.lab, nlp, {"allocated": {"nvidia.com/gpu": "250m"}, "requested": {"nvidia.com/gpu": "2250m"}}
+    )
+    gpu = next(q for q in settings.queues if q.name == "team-nlp").resources.gpu
+    with metrics_server(FAIR_SHARES) as url, controller(here, fair_share_url=url):
+        here.pod("a", gang="bert", size="2")
+        here.pod("b", gang="bert", size="2")
+        eventually(lambda: len(here.own_groups()) == 1)
+        group = here.own_groups()[GROUP]
+        reason = {"reason": "OverLimit", "message": "queue team-nlp would exceed its limit"}
+        condition = {"type": "UnschedulableOnNodePool", "nodePool": "default", "reasons": [reason]}
+        resources = {"requested": {"nvidia.com/gpu": "2"}}
+        _kai_writes_status(here.lab, group, {"schedulingConditions": [condition], "resourcesStatus": resources})
+        waiting = "  gang default/bert (2 pods, 2 GPUs): queue team-nlp would exceed its limit"
+
+        def shown(line: str) -> bool:
+            view = _view(here, TEAM_NAMESPACE)
+            return view is not None and line in view["data"]["summary"].splitlines()
+
+        eventually(lambda: shown(waiting), within=30)
+        text = (_view(here, TEAM_NAMESPACE) or {})["data"]["summary"].splitlines()
+        assert text[:7] == [
+            "Your queue team-nlp, in GPUs:",
+            f"  guaranteed (quota)   {gpu.quota:g}",
+            f"  cap (limit)          {'none' if gpu.limit == -1 else f'{gpu.limit:g}'}",
+            f"  over-quota weight    {gpu.over_quota_weight:g}",
+            "  fair share now       1.5",
+            "  in use               0.25 (non-preemptible 0)",
+            "  asked for            2.25 (running and pending)",
+        ]
+        assert "Its parent ml-org, in GPUs:" in text
+        vision = _view(here, "vcluster-team-vision")
+        assert vision is not None
+        assert vision["data"]["summary"].startswith("Your queue team-vision")
+
+        resources["allocated"] = {"nvidia.com/gpu": "2"}
+        _kai_writes_status(here.lab, here.own_groups()[GROUP], {"resourcesStatus": resources})
+        eventually(lambda: shown("Waiting: nothing"), within=30)
+
+        forged = {"data": {"summary": "Your queue team-nlp: unlimited"}}
+        with pytest.raises(ApiError, match="only the gang controller writes"):
+            here.syncer.patch(_view(here, TEAM_NAMESPACE) or {}, forged)
+
+
 # --- planning, directly ---------------------------------------------------------------------------
 
 
@@ -387,6 +491,9 @@ def test_the_program_and_the_platform_name_things_alike() -> None:
     assert upstream.POD_GROUP_API[0] == gangs.POD_GROUP_API_VERSION
     assert gang_rules.GANG_EMPTY_LABEL == gangs.EMPTY_LABEL
     assert dict([gangs.OWNED]) == gang_rules.CONTROLLER_PODGROUP_LABELS
+    assert queue_view.VIEW_CONFIGMAP == names.QUEUE_VIEW_CONFIGMAP
+    assert queue_view.FAIR_SHARE_METRIC == upstream.KAI_QUEUE_FAIR_SHARE_GPU
+    assert queue_view.QUEUE_METRIC_LABEL == upstream.KAI_QUEUE_LABEL
 
 
 def test_a_lws_group_takes_its_size_from_lws() -> None:

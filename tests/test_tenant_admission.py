@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
+from components.gang_controller import GANG_CONTROLLER_USER
+from config.names import QUEUE_VIEW_CONFIGMAP
 from harness import ProgramRun, dev_settings, run_main
 from tests.lab_admission import Request
 from tests.tenant_pods import (
@@ -256,10 +258,25 @@ def _configmap(name: str) -> Json:
         ("train-x-default-x-team-nlp-k2j4x9q-shared-gpu-0-evar", SYNCER, True),
         ("train-x-default-x-team-nlp-k2j4x9q-shared-gpu-0", BINDER, False),
         ("settings-x-default-x-team-nlp", SYNCER, False),
+        (QUEUE_VIEW_CONFIGMAP, GANG_CONTROLLER_USER, False),
+        (QUEUE_VIEW_CONFIGMAP, SYNCER, True),
+        (QUEUE_VIEW_CONFIGMAP, BINDER, True),
+        ("train-x-default-x-team-nlp-k2j4x9q-shared-gpu-0", GANG_CONTROLLER_USER, True),
     ],
-    ids=["syncer-writes-gpu-list", "syncer-writes-evar", "binder-writes-gpu-list", "ordinary-configmap"],
+    ids=[
+        "syncer-writes-gpu-list",
+        "syncer-writes-evar",
+        "binder-writes-gpu-list",
+        "ordinary-configmap",
+        "controller-writes-queue-view",
+        "syncer-forges-queue-view",
+        "binder-writes-queue-view",
+        "controller-writes-gpu-list",
+    ],
 )
-def test_only_kais_binder_writes_a_fractions_gpu_list(dev_run: ProgramRun, name: str, user: str, refused: bool) -> None:
+def test_only_their_writers_write_kais_gpu_list_and_the_queue_view(
+    dev_run: ProgramRun, name: str, user: str, refused: bool
+) -> None:
     request = Request(
         object=_configmap(name), resource="configmaps", namespace=namespace(dev_run, "team-nlp"), user=user
     )

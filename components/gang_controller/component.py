@@ -1,8 +1,9 @@
 """GangController: the Deployment that makes KAI's PodGroups for the tenants' gangs, with just the access it needs.
 
-Reading is cluster-wide (namespaces, the syncers' pods, PodGroups); writing PodGroups and
-Events is granted in each tenant's namespace alone, by one RoleBinding per tenant, so the
-controller cannot make a PodGroup anywhere else. One replica, replaced with Recreate,
+It also writes each tenant's queue view (gangcontrol/queue_view.py), which the tenant's syncer copies
+into its vCluster. Reading is cluster-wide (namespaces, the syncers' pods, PodGroups, Queues); writing
+PodGroups, Events and the view is granted in each tenant's namespace alone, by one RoleBinding per tenant,
+so the controller cannot make a PodGroup anywhere else. One replica, replaced with Recreate,
 so two never race. If it is down, gang pods wait for their PodGroup: none starts alone.
 """
 
@@ -18,7 +19,8 @@ import pulumi_kubernetes as k8s
 from components.shared.labels import MANAGED_BY
 from components.shared.python_program import LOCKED_CONTAINER, fresh_file_check, python_env
 from components.shared.python_program import program_files as python_program_files
-from config.upstream import POD_GROUP_API, PYTHON, PYTHON_IMAGE_REF
+from config.names import QUEUE_VIEW_CONFIGMAP
+from config.upstream import KAI_METRICS_SERVICES, KAI_SCHEDULER_METRICS_PORT, POD_GROUP_API, PYTHON, PYTHON_IMAGE_REF
 
 NAMESPACE = "gpu-tenancy-gangs"
 SERVICE_ACCOUNT = "gang-controller"
@@ -32,15 +34,24 @@ RESYNC_SECONDS = 30
 HEARTBEAT_DIR = "/run/gangs"
 HEARTBEAT = f"{HEARTBEAT_DIR}/alive"
 STALE_SECONDS = 10 * RESYNC_SECONDS
-"""The loop touches the heartbeat at least once a resync (the watch ends then and everything is listed again,
-26 s at a thousand teams in benchmarks/gang_controller.py): ten resyncs without one is a stuck loop."""
+"""The loop touches the heartbeat at least once a resync (the watch ends then and everything is listed again, and
+every queue view written, 34 s at a thousand teams in benchmarks/gang_controller.py): ten resyncs without one is a
+stuck loop."""
 MEMORY = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}
-"""benchmarks/gang_controller.py at 1,000 teams with 10 gangs each (41,000 synced pods): 44 MiB kept, 85 MiB at the
-peak of a list, on top of the interpreter's own 15 or so; the limit is twice that peak and more."""
+"""benchmarks/gang_controller.py at 1,000 teams with 10 gangs each (41,000 synced pods, every gang waiting in its
+queue view): 64 MiB kept, 102 MiB at the peak of a list, on top of the interpreter's own 15 or so; the limit is
+twice that."""
 NON_ROOT = 65534
 """Debian's nobody, in the python image (docker-library/python 3.13/slim-trixie, no USER of its own)."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
 _PODGROUPS = POD_GROUP_API[0].split("/")[0]
+_QUEUES = _PODGROUPS
+
+
+def fair_share_url(kai_namespace: str) -> str:
+    """KAI's scheduler's /metrics, which holds the queues' fair shares (config/upstream.py KAI_METRICS_SERVICES)."""
+    service = KAI_METRICS_SERVICES["scheduler"][0]
+    return f"http://{service}.{kai_namespace}.svc:{KAI_SCHEDULER_METRICS_PORT}/metrics"
 
 
 def program_files() -> dict[str, str]:
@@ -52,6 +63,7 @@ def read_rules() -> list[dict[str, Any]]:
     return [
         {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [_QUEUES], "resources": ["queues"], "verbs": ["get", "list"]},
     ]
 
 
@@ -59,10 +71,14 @@ def write_rules() -> list[dict[str, Any]]:
     return [
         {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["create", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        # The queue view (gangcontrol/queue_view.py). RBAC cannot name what is created; the ConfigMap policy
+        # (components/vcluster_tenant/policies.py) lets this account write that one name alone.
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [QUEUE_VIEW_CONFIGMAP], "verbs": ["patch"]},
     ]
 
 
-def pod_spec(files: Mapping[str, str]) -> dict[str, Any]:
+def pod_spec(files: Mapping[str, str], kai_namespace: str) -> dict[str, Any]:
     return {
         "serviceAccountName": SERVICE_ACCOUNT,
         "securityContext": {
@@ -81,6 +97,7 @@ def pod_spec(files: Mapping[str, str]) -> dict[str, Any]:
                     {"name": "GANGS_GRACE_SECONDS", "value": str(GRACE_SECONDS)},
                     {"name": "GANGS_RESYNC_SECONDS", "value": str(RESYNC_SECONDS)},
                     {"name": "GANGS_HEARTBEAT_FILE", "value": HEARTBEAT},
+                    {"name": "GANGS_FAIR_SHARE_URL", "value": fair_share_url(kai_namespace)},
                 ],
                 "resources": MEMORY,
                 "securityContext": LOCKED_CONTAINER,
@@ -112,7 +129,9 @@ def pod_spec(files: Mapping[str, str]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class GangControllerArgs:
     tenant_namespaces: Mapping[str, pulumi.Input[str]]
-    """Tenant name -> its host namespace: where the controller may write PodGroups and Events."""
+    """Tenant name -> its host namespace: where the controller may write PodGroups, Events and the queue view."""
+    kai_namespace: str
+    """Where KAI's scheduler serves the fair shares the queue views show."""
 
 
 class GangController(pulumi.ComponentResource):
@@ -151,7 +170,7 @@ class GangController(pulumi.ComponentResource):
                         # A new program rolls the pod; a ConfigMap change alone would not.
                         "annotations": {"gpu-tenancy/program": fingerprint},
                     },
-                    "spec": pod_spec(files),
+                    "spec": pod_spec(files, args.kai_namespace),
                 },
             },
             # Not on the per-tenant grants: adding a team leaves the controller alone, and a PodGroup it may not

@@ -30,7 +30,7 @@ from components.vcluster_tenant.policies import (
     SYNCED_WORKLOAD,
     TENANT_NAMESPACES,
     binding_spec,
-    gpu_configmap_policy_spec,
+    configmap_policy_spec,
     non_preemptible_binding,
     non_preemptible_policy_spec,
     pinning_policy_spec,
@@ -71,7 +71,7 @@ class TenantAdmission(pulumi.ComponentResource):
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:TenantAdmission", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        configmaps = gpu_configmap_policy_spec(args.kai_namespace)
+        configmaps = configmap_policy_spec(args.kai_namespace, args.gang_controller_user)
         podgroups = podgroup_policy_spec(
             TENANT_NAMESPACES, kai_namespace=args.kai_namespace, controller_user=args.gang_controller_user
         )

@@ -32,7 +32,7 @@ from components.vcluster_tenant.gang_rules import (
     gang_variables,
 )
 from components.vcluster_tenant.kai_rules import kai_validations, kai_variables, own_device_configmap
-from config.names import PREEMPTIBILITY_NAMESPACE_LABEL, QUEUE_NAMESPACE_LABEL, TENANT_LABEL
+from config.names import PREEMPTIBILITY_NAMESPACE_LABEL, QUEUE_NAMESPACE_LABEL, QUEUE_VIEW_CONFIGMAP, TENANT_LABEL
 from config.upstream import (
     CDI_ANNOTATION_PREFIXES,
     GPU_FRACTION_ANNOTATIONS,
@@ -289,8 +289,13 @@ def pod_policy_spec(kai_namespace: str, *, require_seccomp: bool = False) -> dic
     }
 
 
-def gpu_configmap_policy_spec(kai_namespace: str) -> dict[str, Any]:
-    """Only KAI's binder writes the ConfigMaps that tell a fraction pod which GPU it has."""
+def configmap_policy_spec(kai_namespace: str, controller_user: str) -> dict[str, Any]:
+    """The ConfigMaps a team reads as KAI's word are written by their writers alone: the ones that tell a
+    fraction pod which GPU it has (KAI's binder), and the queue view its syncer copies into the vCluster (the
+    gang controller): a team's syncer, or anyone else with ConfigMap rights there, cannot forge either."""
+    binder = KAI_BINDER_USER.format(namespace=kai_namespace)
+    sharing = f"object.metadata.name.matches('{GPU_SHARING_CONFIGMAP}')"
+    view = f"object.metadata.name == '{QUEUE_VIEW_CONFIGMAP}'"
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {
@@ -304,14 +309,16 @@ def gpu_configmap_policy_spec(kai_namespace: str) -> dict[str, Any]:
                 }
             ],
         },
-        "matchConditions": [
-            {"name": "gpu-sharing-configmaps", "expression": f"object.metadata.name.matches('{GPU_SHARING_CONFIGMAP}')"}
-        ],
+        "matchConditions": [{"name": "platform-configmaps", "expression": f"{sharing} || {view}"}],
         "validations": [
             validation(
-                f"request.userInfo.username == '{KAI_BINDER_USER.format(namespace=kai_namespace)}'",
+                f"!({sharing}) || request.userInfo.username == '{binder}'",
                 "only KAI's binder writes a GPU fraction's ConfigMaps",
-            )
+            ),
+            validation(
+                f"!({view}) || request.userInfo.username == '{controller_user}'",
+                f"only the gang controller writes {QUEUE_VIEW_CONFIGMAP}, the team's view of its queue",
+            ),
         ],
     }
 

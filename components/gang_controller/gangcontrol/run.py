@@ -5,9 +5,10 @@ missed event, a restart or an expired watch costs at most one more list. Between
 a pod's event recomputes its own gang only. Of a pod it asks for the metadata alone
 (all gang_pod reads), so no pod's spec, however large, reaches it. What is kept is small
 and grows with gangs, not pods: of a pod, only a gang member's few fields (GangPod), nothing of any other pod
-(a thousand teams' CoreDNS pods included); of a PodGroup, its name, labels, spec and
-scheduling conditions. Tenant namespaces and this program's PodGroups are listed again at
-each resync; pods are kept current by the watch.
+(a thousand teams' CoreDNS pods included); of a PodGroup it made, its name, labels, spec and
+scheduling conditions; of any other in a tenant namespace, only whether it waits. Tenant namespaces,
+PodGroups and Queues are listed again at each resync, and each team's queue view written then
+(queue_view.py); pods are kept current by the watch.
 """
 
 import json
@@ -16,6 +17,7 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,11 +37,14 @@ from .gangs import (
     tenants_of,
 )
 from .kube import JSON, METADATA, METADATA_LIST, Api, ApiError, Expired
+from .queue_view import VIEW_CONFIGMAP, Waiting, configmap_data, fair_shares, view, waiting_of
 
 PODS = "/api/v1/pods"
 NAMESPACES = "/api/v1/namespaces"
 POD_GROUPS = "/apis/scheduling.run.ai/v2alpha2/podgroups"
 POD_GROUPS_IN = "/apis/scheduling.run.ai/v2alpha2/namespaces"
+QUEUES = "/apis/scheduling.run.ai/v2/queues"
+VIEW_LABELS = {OWNED[0]: OWNED[1]}
 
 PAGE = 250
 """Pods per list request (the API server's chunking, `limit` and `continue`)."""
@@ -56,6 +61,10 @@ class Settings:
     backoff_seconds: float = 5.0
     heartbeat_file: str = ""
     """Touched after every list and every event: the pod's liveness probe reads its age."""
+    fair_share_url: str = ""
+    """KAI's scheduler's /metrics, where the queues' fair shares are (queue_view.py); empty: not known."""
+    view_refresh_seconds: float = 300.0
+    """An unchanged queue view is written again this often, so its `checked` time shows the controller is alive."""
 
     @classmethod
     def from_environment(cls) -> "Settings":
@@ -63,6 +72,7 @@ class Settings:
             grace_seconds=float(os.environ.get("GANGS_GRACE_SECONDS", cls.grace_seconds)),
             resync_seconds=int(os.environ.get("GANGS_RESYNC_SECONDS", cls.resync_seconds)),
             heartbeat_file=os.environ.get("GANGS_HEARTBEAT_FILE", ""),
+            fair_share_url=os.environ.get("GANGS_FAIR_SHARE_URL", ""),
         )
 
 
@@ -93,6 +103,10 @@ class Controller:
         self.by_gang: dict[Key, set[Key]] = {}
         """(namespace, group) -> its members' keys."""
         self.pod_groups: dict[Key, dict[str, Any]] = {}
+        self.waiting: dict[str, list[Waiting]] = {}
+        """Tenant namespace -> its groups KAI has not started, as of the last list."""
+        self.views: dict[str, tuple[str, float]] = {}
+        """Tenant namespace -> (its queue view as last written, when)."""
 
     def relist(self) -> str:
         """Everything afresh; the pods' resourceVersion to watch from."""
@@ -103,8 +117,9 @@ class Controller:
         for pod in self._pages(PODS, listing, METADATA_LIST, labelSelector=SYNCED_POD_LABEL):
             self._remember(_key(pod), gang_pod(pod, self.tenants))
         version = str(listing["resourceVersion"])
-        self.pod_groups = self._own_pod_groups()
+        self.pod_groups = self._list_pod_groups()
         self.reconcile()
+        self.publish()
         return version
 
     def _pages(self, path: str, listing: dict[str, Any], accept: str = JSON, **query: str) -> Iterator[dict[str, Any]]:
@@ -135,18 +150,25 @@ class Controller:
             touched.add(member.key)
         return touched
 
-    def _own_pod_groups(self) -> dict[Key, dict[str, Any]]:
+    def _list_pod_groups(self) -> dict[Key, dict[str, Any]]:
+        """Every PodGroup, a page at a time: this program's own are kept (slim); of the others in tenant
+        namespaces, only whether they wait (self.waiting)."""
+        own, self.waiting = {}, {}
         try:
-            return {
-                _key(group): slim(group)
-                for group in self._pages(POD_GROUPS, {}, labelSelector=f"{OWNED[0]}={OWNED[1]}")
-                if made_here(group)
-            }
+            for group in self._pages(POD_GROUPS, {}):
+                namespace = group["metadata"]["namespace"]
+                labels = group["metadata"].get("labels") or {}
+                if labels.get(OWNED[0]) == OWNED[1] and made_here(group):
+                    own[_key(group)] = slim(group)
+                tenant = self.tenants.get(namespace)
+                waiting = None if tenant is None else waiting_of(group, tenant)
+                if waiting is not None:
+                    self.waiting.setdefault(namespace, []).append(waiting)
         except ApiError as error:
             if error.status != 404:
                 raise
             log.warning("KAI's PodGroup API is not served yet; gangs wait")
-            return {}
+        return own
 
     def apply(self, event: dict[str, Any]) -> set[Key]:
         """The watch's event; the gangs it touched."""
@@ -221,6 +243,54 @@ class Controller:
             self.api.request("POST", f"/api/v1/namespaces/{event['metadata']['namespace']}/events", event)
         except ApiError as error:
             log.warning("could not record an event: %s", error)
+
+    def _fair_shares(self) -> tuple[dict[str, float] | None, str]:
+        """The queues' fair shares from KAI's scheduler, or None and why not."""
+        if not self.settings.fair_share_url:
+            return None, "the controller was given no address of KAI's scheduler"
+        try:
+            with urllib.request.urlopen(self.settings.fair_share_url, timeout=5) as response:
+                return fair_shares(response.read().decode()), ""
+        except (OSError, ValueError) as error:
+            return None, f"KAI's scheduler did not answer: {error}"
+
+    def publish(self) -> None:
+        """Each tenant's queue view, into a ConfigMap in its namespace that its syncer copies into the vCluster;
+        written when it changed, or every view_refresh_seconds. A failure here leaves the gangs alone."""
+        try:
+            queues = {q["metadata"]["name"]: q for q in self.api.request("GET", QUEUES).get("items") or []}
+        except (ApiError, OSError) as error:
+            log.warning("could not read KAI's queues (%s); queue views wait", error)
+            return
+        shares, problem = self._fair_shares()
+        now = self.clock()
+        for namespace, tenant in sorted(self.tenants.items()):
+            data = view(tenant, queues, shares, problem, self.waiting.get(namespace, []))
+            text = json.dumps(data, sort_keys=True)
+            last = self.views.get(namespace)
+            if last is not None and last[0] == text and now - last[1] < self.settings.view_refresh_seconds:
+                continue
+            if self._write_view(namespace, data):
+                self.views[namespace] = (text, now)
+
+    def _write_view(self, namespace: str, data: dict[str, Any]) -> bool:
+        checked = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        content = configmap_data(data, checked)
+        path = f"/api/v1/namespaces/{namespace}/configmaps"
+        try:
+            try:
+                patch = {"metadata": {"labels": VIEW_LABELS}, "data": content}
+                self.api.request("PATCH", f"{path}/{VIEW_CONFIGMAP}", patch, fieldManager=FIELD_MANAGER)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+                metadata = {"name": VIEW_CONFIGMAP, "namespace": namespace, "labels": VIEW_LABELS}
+                created = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": content}
+                self.api.request("POST", path, created, fieldManager=FIELD_MANAGER)
+            return True
+        except (ApiError, OSError) as error:
+            log.warning("could not write the queue view of %s: %s", namespace, error)
+            return False
 
     def beat(self) -> None:
         """Alive: the loop came round (a list, or an event, at least once a resync)."""
