@@ -23,6 +23,7 @@ from config.vcluster_tenant.capacity import (
     gpu_pod_shortfalls,
     quota_shortfalls,
 )
+from config.vcluster_tenant.queue_view import queue_view_blocker
 from config.vcluster_tenant.tenants import TenantConfig, VClusterConfig, node_port_issues
 from config.versions import VersionsConfig
 
@@ -303,7 +304,16 @@ class StackConfig(ConfigModel):
             if len(names) > 1
         ]
         warnings = unassigned_warnings(self.queues) + shared + self._unverified_vclusters() + self._gpu_pod_room()
-        return warnings + self._non_preemptible_room()
+        return warnings + self._non_preemptible_room() + self._no_queue_views()
+
+    def _no_queue_views(self) -> list[str]:
+        """Tenants whose members cannot read their queue inside their vCluster (vcluster_tenant/queue_view.py)."""
+        found = []
+        for tenant in self.tenants:
+            blocker = queue_view_blocker(tenant.values, self.vcluster_version(tenant))
+            if blocker is not None:
+                found.append(f"tenant {tenant.name} gets no queue view inside its vCluster (docs/teams.md): {blocker}")
+        return found
 
     def sized_gpus(self, tenant: TenantConfig) -> int:
         """The whole GPUs a tenant's quota is sized for: its queue's GPU limit, or the nearest ancestor's where it

@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from config.names import QUEUE_VIEW_IN_TENANT
+from config.stack import parse_stack_config
 from config.upstream import GANG_KEY_LABELS
-from harness import ROOT
+from harness import ROOT, dev_settings
 from harness.lab.apply import apply_stack
 from harness.lab.cluster import read_lab
 from harness.lab.operators import OPERATORS, Operator
@@ -421,6 +423,52 @@ def test_the_lab_lists_its_tenants_with_their_kubeconfigs(lab: Lab) -> None:
     for team, tenant in listed.items():
         assert tenant.kubeconfig == lab.state / "tenants" / team / "kubeconfig"
         assert Path(tenant.kubeconfig).stat().st_mode & 0o077 == 0, "a credential, readable by its owner alone"
+
+
+def _queue_view(lab: Lab, team: str) -> str:
+    """What a member reads: the view's text, with kubectl alone (docs/teams.md)."""
+    namespace, name = QUEUE_VIEW_IN_TENANT.split("/")
+    shown = kubectl(lab, team, "get", "configmap", name, "-n", namespace, "-o", "jsonpath={.data.summary}")
+    return shown.stdout if shown.returncode == 0 else ""
+
+
+def _syncer_may(lab: Lab, team: str, verb: str, namespace: str = "") -> bool:
+    """The host API server's own answer for the team's syncer (its ServiceAccount vc-<team>)."""
+    attributes = {"verb": verb, "resource": "configmaps", "namespace": namespace}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": f"system:serviceaccount:vcluster-{team}:vc-{team}", "resourceAttributes": attributes},
+    }
+    answer = lab.admin.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    return bool(answer["status"].get("allowed"))
+
+
+def test_a_member_reads_the_teams_queue_inside_its_vcluster_kept_current_and_unchangeable(lab: Lab) -> None:
+    """The gang controller's view, copied in by the real syncer: the queue's figures as the stack sets them, KAI's
+    use once KAI's queue controller writes it (the lab runs no KAI: the test writes the status as it does), a
+    member's edit undone, and no syncer able to read another team's ConfigMaps for it."""
+    gpu = next(q for q in parse_stack_config(dev_settings()).queues if q.name == "team-nlp").resources.gpu
+    text = eventually(lambda: _queue_view(lab, "team-nlp"), within=120)
+    assert text.startswith("Your queue team-nlp, in GPUs:\n"), text
+    assert f"  guaranteed (quota)   {gpu.quota:g}" in text.splitlines()
+    assert "Its parent ml-org, in GPUs:" in text.splitlines()
+    assert "fair share now       unknown (KAI's scheduler did not answer" in text, "the lab runs no KAI scheduler"
+    assert _queue_view(lab, "team-vision").startswith("Your queue team-vision, in GPUs:")
+
+    queue = lab.admin.get("scheduling.run.ai/v2", "Queue", "team-nlp")
+    lab.admin.patch(queue, {"status": {"allocated": {"nvidia.com/gpu": "750m"}}}, subresource="status")
+    eventually(lambda: "  in use               0.75 (non-preemptible 0)" in _queue_view(lab, "team-nlp"), within=120)
+
+    namespace, name = QUEUE_VIEW_IN_TENANT.split("/")
+    edit = json.dumps({"data": {"summary": "Your queue team-nlp: unlimited"}})
+    edited = kubectl(lab, "team-nlp", "patch", "configmap", name, "-n", namespace, "--type=merge", "-p", edit)
+    assert edited.returncode == 0, edited.stderr
+    eventually(lambda: _queue_view(lab, "team-nlp").startswith("Your queue team-nlp, in GPUs:"), within=60)
+
+    assert _syncer_may(lab, "team-nlp", "list", "vcluster-team-nlp"), "its own namespace, through the chart's Role"
+    for verb, where in (("list", ""), ("watch", ""), ("list", "vcluster-team-vision"), ("get", "vcluster-team-vision")):
+        assert not _syncer_may(lab, "team-nlp", verb, where), (verb, where or "every namespace")
 
 
 def _resize(lab: Lab, team: str, name: str, resources: Json) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ what they hold, networks that let a tenant reach what it may not, alerts that al
 fire, and ports the docs do not list.
 """
 
+import base64
 import copy
 import functools
 import re
@@ -18,13 +19,19 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import yaml
 
 from components.shared.helm import HELM_HISTORY
+from config.names import QUEUE_VIEW_CONFIGMAP, QUEUE_VIEW_IN_TENANT
 from config.quantities import quantity
-from config.upstream import VCLUSTER_CONTROL_PLANE_RESOURCES
+from config.upstream import (
+    VCLUSTER_CLUSTER_ROLE_INPUTS,
+    VCLUSTER_CONTROL_PLANE_RESOURCES,
+    VCLUSTER_SYNCER_CLUSTER_RULES,
+)
 from harness import ROOT, ProgramRun
 from harness.tools import CHART_SOURCES
-from tests.charts import crd_errors, pod_specs, render_text
+from tests.charts import chart_text, crd_errors, pod_specs, render, render_text
 from tests.conftest import GPU_OPERATOR_CHART, KAI_CHART, KUBE_PROMETHEUS_CHART, VCLUSTER_CHART
 from tests.lab import Lab
 from tests.lab_admission import Request
@@ -275,6 +282,55 @@ def test_a_members_port_forward_and_exec_reach_the_host_pod_through_the_control_
     }
     for subresource in ("pods/portforward", "pods/exec", "pods/attach"):
         assert (subresource, "create") in granted or (subresource, "*") in granted, subresource
+
+
+def _without_queue_view(values: Json) -> Json:
+    plain = copy.deepcopy(values)
+    del plain["sync"]["fromHost"]["configMaps"]
+    del plain["rbac"]
+    return plain
+
+
+def _host_rules(rendered: list[Json]) -> list[Json]:
+    (role,) = [o for o in rendered if o["kind"] == "ClusterRole"]
+    return list(role["rules"])
+
+
+def _syncer_config(rendered: list[Json]) -> Json:
+    """The config the control plane reads (its vc-config Secret, key config.yaml)."""
+    (secret,) = [o for o in rendered if o["kind"] == "Secret" and o["metadata"]["name"].startswith("vc-config-")]
+    text = secret.get("stringData", {}).get("config.yaml") or base64.b64decode(secret["data"]["config.yaml"]).decode()
+    loaded: Json = yaml.safe_load(text)
+    return loaded
+
+
+@pytest.mark.parametrize("release", [r for r in ALL if r.chart.startswith("vcluster-")], ids=release_id)
+def test_the_queue_view_reaches_the_tenant_without_its_syncer_reading_other_teams_configmaps(release: Release) -> None:
+    """The syncer is told to copy the view in from its own namespace, and its host ClusterRole is exactly what the
+    chart renders without the view: no ConfigMap or Secret anywhere, no namespace (_rbac.tpl would add cluster-wide
+    ConfigMap list and watch). Its Role in its own namespace already reads ConfigMaps."""
+    rendered = release.render()
+    mappings = _syncer_config(rendered)["sync"]["fromHost"]["configMaps"]
+    assert mappings["enabled"] is True
+    assert mappings["mappings"]["byName"] == {f"/{QUEUE_VIEW_CONFIGMAP}": QUEUE_VIEW_IN_TENANT}
+    plain = render(release.name, release.namespace, release.chart, _without_queue_view(release.values))
+    assert _host_rules(rendered) == _host_rules(plain)
+    version = release.chart.removeprefix("vcluster-").removesuffix(".tgz")
+    assert _host_rules(rendered) == list(VCLUSTER_SYNCER_CLUSTER_RULES[version])
+    granted = {resource for rule in _host_rules(rendered) for resource in rule["resources"]}
+    assert not granted & {"configmaps", "secrets", "namespaces"}
+    (role,) = [o for o in rendered if o["kind"] == "Role"]
+    assert any("configmaps" in rule["resources"] and "watch" in rule["verbs"] for rule in role["rules"])
+
+
+@pytest.mark.parametrize("chart_file", sorted({r.chart for r in ALL if r.chart.startswith("vcluster-")}))
+def test_every_value_the_syncers_cluster_role_reads_turns_the_view_off_when_a_tenant_sets_it(chart_file: str) -> None:
+    """A tenant's own values that reach the ClusterRole's templates would be lost under overwriteRules, so a tenant
+    that sets one keeps the chart's ClusterRole and no view: the platform's list must hold each value read."""
+    read = set()
+    for member in ("vcluster/templates/clusterrole.yaml", "vcluster/templates/_rbac.tpl"):
+        read |= {tuple(m.split(".")) for m in re.findall(r"\.Values\.([A-Za-z0-9_.]+)", chart_text(chart_file, member))}
+    assert read <= set(VCLUSTER_CLUSTER_ROLE_INPUTS), sorted(read - set(VCLUSTER_CLUSTER_ROLE_INPUTS))
 
 
 @pytest.mark.parametrize("name", STACKS)

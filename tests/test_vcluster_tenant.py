@@ -83,6 +83,59 @@ def test_tenant_values_are_merged_last() -> None:
     assert vcluster_schema_errors(values) == []
 
 
+SHAPES_THE_ROLE = "which shapes the syncer's host ClusterRole"
+QUEUE_VIEW_CASES: dict[str, tuple[dict[str, Any], str | None, str | None]] = {
+    "platform-values-alone": ({}, None, None),
+    "a-setting-the-cluster-role-never-reads": ({"sync": {"toHost": {"ingresses": {"enabled": True}}}}, None, None),
+    "host-storage-classes": (
+        {"sync": {"fromHost": {"storageClasses": {"enabled": True}}}},
+        None,
+        f"its values set sync.fromHost.storageClasses.enabled, {SHAPES_THE_ROLE}",
+    ),
+    "its-own-configmap-mapping": (
+        {"sync": {"fromHost": {"configMaps": {"enabled": True, "mappings": {"byName": {"a/b": "c/d"}}}}}},
+        None,
+        f"its values set sync.fromHost.configMaps.enabled, {SHAPES_THE_ROLE}",
+    ),
+    "extra-host-rules": (
+        {"rbac": {"clusterRole": {"extraRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}}},
+        None,
+        f"its values set rbac.clusterRole.extraRules, {SHAPES_THE_ROLE}",
+    ),
+    "an-unread-vcluster": (
+        {},
+        "0.37.0",
+        "the syncer's host ClusterRole of vCluster 0.37.0 has not been read (read: 0.35.1, 0.35.3, 0.36.1)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", QUEUE_VIEW_CASES)
+def test_a_tenant_gets_the_queue_view_unless_its_values_or_version_would_change_the_syncers_host_role(
+    name: str,
+) -> None:
+    """Without the view, the tenant's values are the chart's to act on, and the preview says why it has none."""
+    values, version, blocked = QUEUE_VIEW_CASES[name]
+
+    def tenant(config: dict[str, Any]) -> None:
+        config["tenants"][0]["values"] = values
+        if version:
+            config["tenants"][0]["vclusterVersion"] = version
+
+    run = _run(tenant)
+    given = _values(run, "team-nlp")
+    mapping = given["sync"]["fromHost"].get("configMaps", {}).get("mappings", {}).get("byName", {})
+    warnings = [w for w in run.warnings if "queue view" in w]
+    if blocked is None:
+        assert mapping == {"/gpu-tenancy-queue": "gpu-tenancy/queue"}
+        assert given["rbac"]["clusterRole"]["overwriteRules"]
+        assert warnings == []
+    else:
+        assert "/gpu-tenancy-queue" not in mapping
+        assert "overwriteRules" not in given.get("rbac", {}).get("clusterRole", {})
+        assert warnings == [f"tenant team-nlp gets no queue view inside its vCluster (docs/teams.md): {blocked}"]
+
+
 def test_node_ports_are_unique_and_in_the_node_port_range(dev_run: ProgramRun) -> None:
     ports = [_values(dev_run, team)["controlPlane"]["service"]["httpsNodePort"] for team in TEAMS]
     assert len(set(ports)) == len(ports)

@@ -146,6 +146,7 @@ class VClusterTenant(pulumi.ComponentResource):
                 tenant,
                 endpoint=parts[0],
                 settings=args.settings,
+                version=args.version,
                 sized_gpus=args.sized_gpus,
                 control_plane_node=parts[1],
             )

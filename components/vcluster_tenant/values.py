@@ -17,6 +17,7 @@ from config.upstream import (
     KUBECONFIG_SECRET_PREFIX,
     VCLUSTER_OSS_REPOSITORY,
 )
+from config.vcluster_tenant.queue_view import queue_view_blocker, queue_view_values
 from config.vcluster_tenant.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
 
 PERSISTENCE_PATH = ("controlPlane", "statefulSet", "persistence")
@@ -97,11 +98,13 @@ def vcluster_values(
     *,
     endpoint: Endpoint,
     settings: VClusterConfig,
+    version: str,
     sized_gpus: int,
     control_plane_node: str | None = None,
 ) -> dict[str, Any]:
-    """The tenant's vCluster values, its quota sized for `sized_gpus` GPUs. `control_plane_node` pins its
-    control plane to the node whose hostpath volumes it uses, so removing a worker strands no team's state."""
+    """The tenant's vCluster values at chart `version`, its quota sized for `sized_gpus` GPUs.
+    `control_plane_node` pins its control plane to the node whose hostpath volumes it uses, so removing a
+    worker strands no team's state."""
     volume_claim: dict[str, Any] = {"enabled": True, "size": settings.persistence_size}
     if settings.storage_class:
         volume_claim["storageClass"] = settings.storage_class
@@ -139,6 +142,9 @@ def vcluster_values(
         "exportKubeConfig": {"server": endpoint.url, "context": tenant.name},
     }
     values = deep_merge(defaults, tenant.values)
+    if queue_view_blocker(tenant.values, version) is None:
+        # The team's queue, readable inside: kubectl get configmap queue -n gpu-tenancy (config/vcluster_tenant).
+        values = deep_merge(values, queue_view_values(version))
     if control_plane_node is not None:
         # The chart copies scheduling.nodeSelector into the StatefulSet's pod (loft-sh/vcluster
         # chart/templates/statefulset.yaml @v0.35.1); the kubelet labels its node with its hostname.
