@@ -165,4 +165,8 @@ pulumi.export("queues", queues.queue_names)
 pulumi.export("leafQueues", queues.leaf_names)
 pulumi.export("tenantKubeconfigs", pulumi.Output.secret({name: t.kubeconfig for name, t in tenants.items()}))
 pulumi.export("tenantEndpoints", {name: t.endpoint for name, t in tenants.items()})
+pulumi.export(
+    "memberKubeconfigs",
+    pulumi.Output.secret({t.name: tenants[t.name].member_kubeconfigs for t in settings.tenants if t.members}),
+)
 pulumi.export(NODE_PORTS_OUTPUT, ports.assignment.apply(lambda assignment: assignment.to_data()))

@@ -25,6 +25,8 @@ PREEMPTIBILITY_NAMESPACE_LABEL = "gpu-tenancy/preemptibility"
 QUEUE_VIEW_CONFIGMAP = "gpu-tenancy-queue"
 """The team's view of its KAI queue, in its host namespace; its vCluster shows it as QUEUE_VIEW_IN_TENANT."""
 QUEUE_VIEW_IN_TENANT = "gpu-tenancy/queue"
+MEMBERS_NAMESPACE = "gpu-tenancy-members"
+"""Inside a tenant's vCluster: one ServiceAccount per member, whose token is that member's credential."""
 """On the namespace of a tenant set nonPreemptible: its value is every pod's kai.scheduler/preemptibility."""
 
 TENANT_NAME_USES: Mapping[str, int] = {

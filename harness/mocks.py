@@ -141,6 +141,17 @@ def _node_ports(name: str, ports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**port, "nodePort": port.get("nodePort") or base + i} for i, port in enumerate(ports)]
 
 
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+
+
+def _service_account_token(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """What the token controller fills in, and pulumi-kubernetes waits for before a create ends
+    (provider/pkg/await/awaiters.go untilCoreV1SecretInitialized @v4.32.0): a token, the CA, the namespace."""
+    account = metadata.get("annotations", {}).get("kubernetes.io/service-account.name", "")
+    data = {"token": f"token-of-{account}", "ca.crt": "CA", "namespace": str(metadata.get("namespace", ""))}
+    return {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+
+
 class RealisticMocks(Mocks):
     """Outputs shaped like the real providers', so code that reads outputs is exercised.
 
@@ -175,6 +186,8 @@ class RealisticMocks(Mocks):
             state = _with_name(args.name, inputs)
             if args.typ == SERVICE and state.get("spec", {}).get("type") == "NodePort":
                 state["spec"] = {**state["spec"], "ports": _node_ports(args.name, state["spec"]["ports"])}
+            if args.typ == SECRET and state.get("type") == SERVICE_ACCOUNT_TOKEN:
+                state["data"] = _service_account_token(state["metadata"])
             meta = state["metadata"]
             namespace = meta.get("namespace")
             return (f"{namespace}/{meta['name']}" if namespace else meta["name"]), state

@@ -149,6 +149,18 @@ BAD_CONFIGS = [
         "lost at every restart",
     ),
     (
+        "member-listed-twice",
+        lambda c: c["tenants"][0].update(members=["alice", "alice"]),
+        "gpu-tenancy:tenants[0].members[1]",
+        "is listed twice",
+    ),
+    (
+        "member-name-not-a-kubernetes-name",
+        lambda c: c["tenants"][0].update(members=["Alice@example.com"]),
+        "gpu-tenancy:tenants[0].members[0]",
+        "lowercase letters",
+    ),
+    (
         "addon-name-longer-than-helm-allows",
         lambda c: c["tenants"][0].update(addons=[{"name": "a" * 54, "manifests": [{"apiVersion": "v1"}]}]),
         "gpu-tenancy:tenants[0].addons[0].name",

@@ -8,6 +8,7 @@ the host receives is what the real syncer writes, through the program's real adm
 policies; what the team sees back is what the syncer tells it.
 """
 
+import functools
 import json
 import signal
 import subprocess
@@ -20,11 +21,12 @@ from typing import Any
 import pytest
 import yaml
 
+from components.vcluster_tenant.members import member_kubeconfig, member_user
 from config.names import QUEUE_VIEW_IN_TENANT
 from config.stack import parse_stack_config
 from config.upstream import GANG_KEY_LABELS
-from harness import ROOT, dev_settings
-from harness.lab.apply import apply_stack
+from harness import ROOT, ProgramRun, dev_settings, run_main
+from harness.lab.apply import apply_stack, manifest
 from harness.lab.cluster import read_lab
 from harness.lab.operators import OPERATORS, Operator
 from harness.lab.tenants import tenants
@@ -469,6 +471,86 @@ def test_a_member_reads_the_teams_queue_inside_its_vcluster_kept_current_and_unc
     assert _syncer_may(lab, "team-nlp", "list", "vcluster-team-nlp"), "its own namespace, through the chart's Role"
     for verb, where in (("list", ""), ("watch", ""), ("list", "vcluster-team-vision"), ("get", "vcluster-team-vision")):
         assert not _syncer_may(lab, "team-nlp", verb, where), (verb, where or "every namespace")
+
+
+def _inside(run: ProgramRun, team: str) -> dict[str, Json]:
+    """What the program registers through the team's own API server (its vCluster provider), by resource name."""
+    provider = f"::{team}-vcluster::"
+    return {
+        r.name: obj
+        for r in run.registrations
+        if r.provider and provider in r.provider and (obj := manifest(r)) is not None
+    }
+
+
+def _with_members(members: list[str]) -> ProgramRun:
+    config = dev_settings()
+    config["tenants"][0]["members"] = members
+    return run_main(config)
+
+
+def _member_kubectl(lab: Lab, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(lab.kubectl()), f"--kubeconfig={kubeconfig}", "--request-timeout=20s", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def _apply_inside(lab: Lab, team: str, objects: list[Json]) -> None:
+    """Server-side, as pulumi-kubernetes applies: namespaces first, then accounts, then the rest."""
+    first = {"Namespace": 0, "ServiceAccount": 1}
+    for obj in sorted(objects, key=lambda o: first.get(o["kind"], 2)):
+        applied = kubectl(
+            lab, team, "apply", "--server-side", "--field-manager=pulumi-kubernetes", "-f", "-", stdin=json.dumps(obj)
+        )
+        assert applied.returncode == 0, applied.stderr
+
+
+def _token_data(lab: Lab, team: str, secret: Json) -> Json | None:
+    """The token Secret's data once the vCluster's token controller has filled it (pulumi-kubernetes waits so)."""
+    meta = secret["metadata"]
+    shown = kubectl(lab, team, "get", "secret", meta["name"], "-n", meta["namespace"], "-o", "json")
+    data: Json | None = json.loads(shown.stdout or "{}").get("data")
+    return data
+
+
+def _username(lab: Lab, kubeconfig: Path) -> str:
+    return _member_kubectl(lab, kubeconfig, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout
+
+
+def test_each_member_acts_as_themselves_and_a_removed_members_credential_is_refused(lab: Lab, tmp_path: Path) -> None:
+    """Inside team-nlp's real vCluster: what the program registers for alice and bob, applied with the team's
+    kubeconfig as the engine applies it; each member's kubeconfig made from their token as the program makes it.
+    Then alice leaves the stack: the engine deletes what is no longer registered, and updates the rest."""
+    before = _inside(_with_members(["alice", "bob"]), "team-nlp")
+    after = _inside(_with_members(["bob"]), "team-nlp")
+    _apply_inside(lab, "team-nlp", list(before.values()))
+    team = (lab.state / "tenants" / "team-nlp" / "kubeconfig").read_text()
+    configs = {}
+    for member in ("alice", "bob"):
+        secret = before[f"team-nlp-member-{member}-token"]
+        data = eventually(functools.partial(_token_data, lab, "team-nlp", secret))
+        configs[member] = tmp_path / member
+        configs[member].write_text(member_kubeconfig(f"team-nlp-{member}", [team, data]))
+        assert _username(lab, configs[member]) == member_user(member)
+        assert _member_kubectl(lab, configs[member], "auth", "can-i", "*", "*").stdout.strip() == "yes"
+
+    assert sorted(set(before) - set(after)) == ["team-nlp-member-alice", "team-nlp-member-alice-token"]
+    # The engine deletes a resource before what it depends on: the token, then its ServiceAccount.
+    for name in sorted(set(before) - set(after), reverse=True):
+        meta = before[name]["metadata"]
+        removed = kubectl(
+            lab, "team-nlp", "delete", before[name]["kind"].lower(), meta["name"], "-n", meta["namespace"]
+        )
+        assert removed.returncode == 0, removed.stderr
+    _apply_inside(lab, "team-nlp", list(after.values()))
+
+    # The API server keeps a token it accepted for 10 s (members.py): refused within that, not at once.
+    def refused() -> bool:
+        answer = _member_kubectl(lab, configs["alice"], "get", "namespaces")
+        return answer.returncode != 0 and ("Unauthorized" in answer.stderr or "must be logged in" in answer.stderr)
+
+    eventually(refused, within=30)
+    assert _username(lab, configs["bob"]) == member_user("bob")
+    assert kubectl(lab, "team-nlp", "auth", "can-i", "*", "*").stdout.strip() == "yes", "the team kubeconfig stays"
 
 
 def _resize(lab: Lab, team: str, name: str, resources: Json) -> subprocess.CompletedProcess[str]:

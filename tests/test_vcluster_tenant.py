@@ -287,3 +287,40 @@ def _differences(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[tu
             for d in _differences(before.get(key), after.get(key), (*path, key))
         ]
     return [] if before == after else [path]
+
+
+def _members_run(members: list[str]) -> ProgramRun:
+    def named(config: dict[str, Any]) -> None:
+        config["tenants"][0]["members"] = members
+
+    return _run(named)
+
+
+def test_each_member_gets_an_account_a_token_and_a_kubeconfig_of_their_own_inside_the_vcluster() -> None:
+    """Everything goes through the team's own API server; the kubeconfigs are secret and name the member."""
+    run = _members_run(["alice", "bob"])
+    inside = [r for r in run.registrations if r.provider and "::team-nlp-vcluster::" in r.provider]
+    assert sorted((r.type.rsplit(":", 1)[1], r.name) for r in inside) == [
+        ("ClusterRoleBinding", "team-nlp-members-admin"),
+        ("Namespace", "team-nlp-members"),
+        ("Secret", "team-nlp-member-alice-token"),
+        ("Secret", "team-nlp-member-bob-token"),
+        ("ServiceAccount", "team-nlp-member-alice"),
+        ("ServiceAccount", "team-nlp-member-bob"),
+    ]
+    binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "team-nlp-members-admin").inputs
+    assert binding["roleRef"]["name"] == "cluster-admin"
+    assert [s["name"] for s in binding["subjects"]] == ["alice", "bob"]
+    exported = run.exports["memberKubeconfigs"]
+    assert exported.secret
+    alice = yaml.safe_load(exported.value["team-nlp"]["alice"])
+    assert alice["users"] == [{"name": "team-nlp-alice", "user": {"token": "token-of-alice"}}]
+    assert alice["clusters"][0]["cluster"]["server"] == run.exports["tenantEndpoints"].value["team-nlp"]
+    assert set(exported.value) == {"team-nlp"}, "teams without members get none, and no provider of their own"
+
+
+def test_removing_a_member_removes_only_their_account_and_token() -> None:
+    before = {r.name for r in _members_run(["alice", "bob"]).registrations}
+    after = {r.name for r in _members_run(["bob"]).registrations}
+    assert before - after == {"team-nlp-member-alice", "team-nlp-member-alice-token"}
+    assert after <= before

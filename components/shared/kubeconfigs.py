@@ -54,3 +54,20 @@ def with_server(kubeconfig: str, server: str) -> str:
     for entry in clusters:
         entry["cluster"]["server"] = server
     return yaml.dump(document, Dumper=_Dumper, sort_keys=False)
+
+
+def with_token(kubeconfig: str, user: str, token: str) -> str:
+    """The kubeconfig's current cluster, reached as `user` with a bearer token instead of its own credentials."""
+    document = yaml.load(kubeconfig, Loader=_Loader)
+    cluster = _current_cluster(document)
+    if not cluster:
+        raise ValueError("the kubeconfig has no cluster for its current context")
+    member = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": user, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": user, "user": user}}],
+        "current-context": user,
+    }
+    return yaml.dump(member, Dumper=_Dumper, sort_keys=False)

@@ -6,6 +6,7 @@ control plane publish it; add-ons go in through the tenant's own API server.
 """
 
 import base64
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,14 @@ from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
 from components.vcluster_tenant.kai_rules import MIN_GPU_MEMORY_ANNOTATION, memory_floor_mib, namespace_annotations
+from components.vcluster_tenant.members import (
+    TOKEN_SECRET_TYPE,
+    admin_binding,
+    member_kubeconfig,
+    service_account,
+    token_secret,
+)
+from components.vcluster_tenant.members import namespace as members_namespace
 from components.vcluster_tenant.network import (
     POLICY_NAMES,
     blocked_ranges,
@@ -88,7 +97,9 @@ class VClusterTenant(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Host namespace holding the vCluster and every pod it syncs."""
     provider: k8s.Provider | None
-    """Provider that talks to the tenant's own API server; only a tenant with add-ons has one."""
+    """Provider that talks to the tenant's own API server; only a tenant with add-ons or members has one."""
+    member_kubeconfigs: pulumi.Output[dict[str, str]]
+    """Member -> a kubeconfig of that member's own (members.py), secret; empty without members."""
 
     def __init__(self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
@@ -204,11 +215,43 @@ class VClusterTenant(pulumi.ComponentResource):
             )
         )
         self.provider = None
-        if tenant.addons:
+        self.member_kubeconfigs = pulumi.Output.secret({})
+        if tenant.addons or tenant.members:
             self.provider = self._inside(name, args, gate.job)
             for addon in tenant.addons:
                 self._addon(name, addon, self.provider, secret=args.secret_values)
-        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint, "namespace": self.namespace})
+            if tenant.members:
+                self.member_kubeconfigs = self._members(name, tenant.members, self.provider)
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "endpoint": self.endpoint,
+                "namespace": self.namespace,
+                "memberKubeconfigs": self.member_kubeconfigs,
+            }
+        )
+
+    def _members(self, name: str, members: list[str], provider: k8s.Provider) -> pulumi.Output[dict[str, str]]:
+        """Each member's ServiceAccount and token inside the vCluster (members.py); member -> their kubeconfig."""
+        inside = pulumi.ResourceOptions(parent=self, provider=provider)
+        space = k8s.core.v1.Namespace(f"{name}-members", metadata=members_namespace(), opts=inside)
+        after = inside.merge(pulumi.ResourceOptions(depends_on=[space]))
+        k8s.rbac.v1.ClusterRoleBinding(f"{name}-members-admin", **admin_binding(members), opts=inside)
+        kubeconfigs = {}
+        for member in members:
+            account = k8s.core.v1.ServiceAccount(
+                f"{name}-member-{member}", metadata=service_account(member), opts=after
+            )
+            token = k8s.core.v1.Secret(
+                f"{name}-member-{member}-token",
+                metadata=token_secret(member),
+                type=TOKEN_SECRET_TYPE,
+                opts=inside.merge(pulumi.ResourceOptions(depends_on=[account])),
+            )
+            kubeconfigs[member] = pulumi.Output.all(self.kubeconfig, token.data).apply(
+                functools.partial(member_kubeconfig, f"{self._tenant}-{member}")
+            )
+        return pulumi.Output.secret(pulumi.Output.all(**kubeconfigs))
 
     def _network_policies(
         self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions

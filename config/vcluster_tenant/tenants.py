@@ -255,6 +255,11 @@ class TenantConfig(ConfigModel):
     max_fraction_devices: int | None = Field(
         default=None, ge=1, le=64, description="Overrides vcluster.maxFractionDevices for this tenant."
     )
+    members: list[KubernetesName] = Field(
+        default_factory=list,
+        description="Team members, each given a kubeconfig of their own (stack output memberKubeconfigs), acting in "
+        "the vCluster as themselves; removing one revokes only theirs.",
+    )
     non_preemptible: bool = Field(
         default=False,
         description="Every pod of this team is non-preemptible (the label kai.scheduler/preemptibility), for teams "
@@ -265,6 +270,11 @@ class TenantConfig(ConfigModel):
     def _platform_values_kept(self) -> "TenantConfig":
         issues = owned_value_issues(self.values, VCLUSTER_OWNED_VALUES)
         names = [addon.name for addon in self.addons]
+        issues += [
+            ConfigIssue(("members", index), member, "is listed twice: each member gets one credential")
+            for index, member in enumerate(self.members)
+            if member in self.members[:index]
+        ]
         issues += [
             ConfigIssue(("addons", index, "name"), name, "is already used by an earlier add-on")
             for index, name in enumerate(names)
