@@ -142,6 +142,7 @@ if settings.observability.enabled:
             secret_values="observability" in inputs.secret_values,
             teams={tenant.name: f"{TENANT_NAMESPACE_PREFIX}{tenant.name}" for tenant in settings.tenants},
             team_limits={tenant.name: settings.queue_limits[tenant.queue] for tenant in settings.tenants},
+            team_members={tenant.name: tenant.members for tenant in settings.tenants if tenant.members},
             host_address=host.address,
             grafana_version=settings.versions.grafana,
             proxy_version=settings.versions.prom_label_proxy,
@@ -153,6 +154,7 @@ if settings.observability.enabled:
     if observability.team_views is not None:
         # Each team's login to its own view (docs/teams.md): hand each team only its own entry.
         pulumi.export("teamViews", observability.team_views.credentials)
+        pulumi.export("memberTeamViews", observability.team_views.member_credentials)
         pulumi.export("teamViewsCaCertificate", observability.team_views.ca_certificate)
 
 pulumi.export("hostKubeconfig", host.kubeconfig)

@@ -166,6 +166,7 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
             for team in TEAMS
         },
         "tenantEndpoints": {team: f"https://198.51.100.7:{hashed_port(team, 'https')}" for team in TEAMS},
+        "memberKubeconfigs": {},
         "grafana": {
             "url": "http://kube-prometheus-stack-grafana.observability.svc",
             "portForward": "kubectl -n observability port-forward svc/kube-prometheus-stack-grafana 3000:80",
@@ -178,6 +179,7 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
             team: {"url": exports["teamViews"]["team-nlp"]["url"], "login": team, "password": ANY_PASSWORD}
             for team in TEAMS
         },
+        "memberTeamViews": {},
         "teamViewsCaCertificate": exports["teamViewsCaCertificate"],
     }
     assert exports["teamViews"]["team-nlp"]["url"].startswith("https://198.51.100.7:3")
@@ -187,7 +189,14 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
 
 def test_only_credentials_are_secret_outputs(dev_run: ProgramRun) -> None:
     secret = {key for key, exported in dev_run.exports.items() if exported.secret}
-    assert secret == {"hostKubeconfig", "tenantKubeconfigs", "grafanaAdminPassword", "teamViews"}
+    assert secret == {
+        "hostKubeconfig",
+        "tenantKubeconfigs",
+        "memberKubeconfigs",
+        "grafanaAdminPassword",
+        "teamViews",
+        "memberTeamViews",
+    }
 
 
 def test_unassigned_guarantee_is_a_warning_not_an_error(dev_run: ProgramRun) -> None:

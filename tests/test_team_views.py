@@ -559,3 +559,52 @@ def test_the_certificate_names_the_host_by_name_or_by_address(
     assert certificate.inputs["dnsNames"] == dns_names
     assert certificate.inputs.get("ipAddresses", []) == ip_addresses
     assert all(ipaddress.ip_address(ip) for ip in certificate.inputs.get("ipAddresses", []))
+
+
+def _with_members(members: list[str]) -> ProgramRun:
+    config = dev_settings()
+    config["tenants"][0]["members"] = members
+    return run_main(config)
+
+
+def test_each_member_logs_in_as_themselves_to_their_teams_organisation_only(tmp_path: Path) -> None:
+    """`<team>.<member>`, a Viewer of the team's organisation alone, with a password of their own; the team's login
+    stays for automation."""
+    run = _with_members(["alice", "bob"])
+    world = _reconcile(run, tmp_path)
+    members = run.exports["memberTeamViews"]
+    assert members.secret
+    assert set(members.value) == {"team-nlp"}
+    for member, login in members.value["team-nlp"].items():
+        assert login["login"] == f"team-nlp.{member}"
+        user = world.user_by_login(login["login"])
+        assert user is not None
+        assert world.users[user]["password"] == login["password"]
+        assert world.orgs_of(login["login"]) == {"team-nlp": "Viewer"}
+    passwords = {m["password"] for m in members.value["team-nlp"].values()}
+    assert len(passwords | {run.exports["teamViews"].value["team-nlp"]["password"]}) == 3
+
+
+def test_removing_a_member_rolls_grafana_without_their_login_and_keeps_everyone_elses_password(tmp_path: Path) -> None:
+    """Grafana keeps nothing (an emptyDir): the changed state rolls the pod, which builds only the logins that remain,
+    so the removed member's is refused from the new pod on; nobody else's password changes."""
+    before, after = _with_members(["alice", "bob"]), _with_members(["bob"])
+
+    def fingerprint(r: ProgramRun) -> str:
+        grafana = next(d for d in r.of_type(DEPLOYMENT) if d.inputs.get("metadata", {}).get("name") == NAME)
+        return str(grafana.inputs["spec"]["template"]["metadata"]["annotations"]["gpu-tenancy/state"])
+
+    assert fingerprint(before) != fingerprint(after)
+    world = _reconcile(after, tmp_path)
+    assert world.user_by_login("team-nlp.alice") is None
+    assert world.user_by_login("team-nlp.bob") is not None
+    passwords = {r.name for r in after.of_type("random:index/randomPassword:RandomPassword")}
+    assert passwords == {r.name for r in before.of_type("random:index/randomPassword:RandomPassword")} - {
+        "observability-team-views-team-nlp.alice-password"
+    }
+
+
+def test_a_stack_without_members_keeps_its_grafana_state_as_it_was() -> None:
+    """No `members` key where there are none: adding the feature rolls no existing stack's Grafana."""
+    state, _, _, _ = _rendered(run_main(dev_settings()))
+    assert all(set(team) == {"name", "limit"} for team in state["teams"])

@@ -319,8 +319,12 @@ def test_each_member_gets_an_account_a_token_and_a_kubeconfig_of_their_own_insid
     assert set(exported.value) == {"team-nlp"}, "teams without members get none, and no provider of their own"
 
 
-def test_removing_a_member_removes_only_their_account_and_token() -> None:
+def test_removing_a_member_removes_only_their_account_token_and_view_password() -> None:
     before = {r.name for r in _members_run(["alice", "bob"]).registrations}
     after = {r.name for r in _members_run(["bob"]).registrations}
-    assert before - after == {"team-nlp-member-alice", "team-nlp-member-alice-token"}
+    assert before - after == {
+        "team-nlp-member-alice",
+        "team-nlp-member-alice-token",
+        "observability-team-views-team-nlp.alice-password",
+    }
     assert after <= before

@@ -85,6 +85,8 @@ class ObservabilityArgs:
     teams: Mapping[str, str] = field(default_factory=dict)
     """Team -> its host namespace, for the team views (observability.teamViews)."""
     team_limits: Mapping[str, float] = field(default_factory=dict)
+    team_members: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Team -> its members, each given a login of their own to the team's view."""
     """Team -> its queue's GPU limit (-1: none)."""
     host_address: pulumi.Input[str] = ""
     """Where team members reach their views."""
@@ -168,6 +170,7 @@ class Observability(pulumi.ComponentResource):
                 prometheus_url=settings.prometheus_address or "",
                 teams=self._args.teams,
                 limits=self._args.team_limits,
+                members=self._args.team_members,
                 price_per_gpu_hour=settings.price_per_gpu_hour,
                 host_address=self._args.host_address,
                 node_port=settings.team_views_node_port,

@@ -5,7 +5,7 @@ organisation, a login, a data source whose header names the team's namespace, an
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,11 +146,29 @@ def datasource(proxy_url: str) -> dict[str, Any]:
     }
 
 
+def member_login(team: str, member: str) -> str:
+    """A member's Grafana login: neither a tenant's name nor a member's holds a '.', so no two are alike."""
+    return f"{team}.{member}"
+
+
+def _team_entry(team: str, limit: str | None, members: Sequence[str]) -> dict[str, Any]:
+    """Members only where there are some: a stack without them keeps the state it had, and its Grafana pod."""
+    entry: dict[str, Any] = {"name": team, "limit": limit}
+    if members:
+        entry["members"] = [member_login(team, member) for member in sorted(members)]
+    return entry
+
+
 def desired_state(
-    namespaces: Mapping[str, str], limits: Mapping[str, float], price: float | None, proxy_url: str
+    namespaces: Mapping[str, str],
+    limits: Mapping[str, float],
+    price: float | None,
+    proxy_url: str,
+    members: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """The reconciler's ConfigMap: the data source and the dashboard templates every team shares, and per team only
-    its name and limit (no secret in it). It grows by some 40 bytes a team."""
+    its name, limit and members' logins (no secret in it). It grows by some 40 bytes a team, and 20 a member."""
+    members = members or {}
     return {
         "admin": ADMIN_LOGIN,
         "datasource": datasource(proxy_url),
@@ -158,7 +176,7 @@ def desired_state(
             LIMITED: team_dashboard(TEAM_PLACEHOLDER, limit=LIMIT_PLACEHOLDER, price=price),
             UNLIMITED: team_dashboard(TEAM_PLACEHOLDER, limit=None, price=price),
         },
-        "teams": [{"name": team, "limit": limit_literal(limits[team])} for team in sorted(namespaces)],
+        "teams": [_team_entry(team, limit_literal(limits[team]), members.get(team, ())) for team in sorted(namespaces)],
         "checks": series_checks(),
     }
 

@@ -10,7 +10,7 @@ import hashlib
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -26,6 +26,7 @@ from components.observability.team_objects import (
     grafana_ini,
     grafana_pod_spec,
     grafana_policy,
+    member_login,
     program_files,
     proxy_pod_spec,
     proxy_policy,
@@ -58,6 +59,8 @@ class TeamViewsArgs:
     grafana_version: str
     proxy_version: str
     rule_labels: Mapping[str, str]
+    members: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Team -> its members: each gets a Viewer login of their own, `<team>.<member>`, in the team's organisation."""
     """Labels the stack's Prometheus selects rules by (those it selects ServiceMonitors by)."""
     rules_after: Sequence[pulumi.Resource] = ()
     """What serves the PrometheusRule kind (the stack's release, in install mode). A dependency of this component
@@ -81,6 +84,8 @@ class TeamViews(pulumi.ComponentResource):
     """Where team members log in (https, the Grafana's node port on the host's address)."""
     credentials: pulumi.Output[dict[str, dict[str, str]]]
     """Team -> its url, login and password (secret)."""
+    member_credentials: pulumi.Output[dict[str, dict[str, dict[str, str]]]]
+    """Team -> member -> their url, login and password (secret); only teams with members."""
     ca_certificate: pulumi.Output[str]
     """The self-signed certificate the team Grafana serves, for browsers and curl to trust."""
 
@@ -90,13 +95,23 @@ class TeamViews(pulumi.ComponentResource):
         namespace = args.namespace
         certificate = self._certificate(name, args, child)
         admin = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
+        logins = {team: team for team in sorted(args.teams)}
+        logins.update(
+            {
+                member_login(team, member): team
+                for team in sorted(args.teams)
+                for member in sorted(args.members.get(team, ()))
+            }
+        )
         passwords = {
-            team: random.RandomPassword(f"{name}-{team}-password", length=24, special=False, opts=child)
-            for team in sorted(args.teams)
+            login: random.RandomPassword(f"{name}-{login}-password", length=24, special=False, opts=child)
+            for login in logins
         }
         proxy_url = f"http://{PROXY}:{PROXY_PORT}"
         state = json.dumps(
-            desired_state(args.teams, args.limits, args.price_per_gpu_hour, proxy_url), indent=1, sort_keys=True
+            desired_state(args.teams, args.limits, args.price_per_gpu_hour, proxy_url, args.members),
+            indent=1,
+            sort_keys=True,
         )
         config_data = {"state.json": state, "grafana.ini": grafana_ini(), **program_files()}
         meta = {"name": NAME, "namespace": namespace, "labels": MANAGED_BY}
@@ -122,11 +137,19 @@ class TeamViews(pulumi.ComponentResource):
         )
         self._grafana(name, args, [config_map, secret], fingerprint, child)
         self.url = pulumi.Output.concat("https://", args.host_address, f":{args.node_port}")
-        self.credentials = pulumi.Output.secret(
-            pulumi.Output.all(self.url, *(p.result for p in passwords.values())).apply(
-                lambda values: {
-                    team: {"url": values[0], "login": team, "password": password}
-                    for team, password in zip(passwords, values[1:], strict=True)
+        every = pulumi.Output.all(self.url, *(p.result for p in passwords.values())).apply(
+            lambda values: {
+                login: {"url": values[0], "login": login, "password": password}
+                for login, password in zip(passwords, values[1:], strict=True)
+            }
+        )
+        self.credentials = pulumi.Output.secret(every.apply(lambda found: {team: found[team] for team in args.teams}))
+        self.member_credentials = pulumi.Output.secret(
+            every.apply(
+                lambda found: {
+                    team: {member: found[member_login(team, member)] for member in sorted(members)}
+                    for team, members in args.members.items()
+                    if members and team in args.teams
                 }
             )
         )
@@ -140,7 +163,14 @@ class TeamViews(pulumi.ComponentResource):
             spec=prometheus_rule_spec(),
             opts=child.merge(pulumi.ResourceOptions(depends_on=list(args.rules_after))),
         )
-        self.register_outputs({"url": self.url, "credentials": self.credentials, "ca_certificate": self.ca_certificate})
+        self.register_outputs(
+            {
+                "url": self.url,
+                "credentials": self.credentials,
+                "member_credentials": self.member_credentials,
+                "ca_certificate": self.ca_certificate,
+            }
+        )
 
     @staticmethod
     def _certificate(name: str, args: TeamViewsArgs, opts: pulumi.ResourceOptions) -> tls.SelfSignedCert:

@@ -227,7 +227,7 @@ class VClusterTenant(pulumi.ComponentResource):
                 "kubeconfig": self.kubeconfig,
                 "endpoint": self.endpoint,
                 "namespace": self.namespace,
-                "memberKubeconfigs": self.member_kubeconfigs,
+                "member_kubeconfigs": self.member_kubeconfigs,
             }
         )
 

@@ -1,4 +1,4 @@
-"""Make Grafana hold exactly one organisation per team, with a Viewer login, a data source and a dashboard.
+"""Make Grafana hold exactly one organisation per team, with Viewer logins, a data source and a dashboard.
 
 The calls are Grafana's HTTP API as its server admin (grafana/grafana pkg/api/api.go, org.go,
 admin_users.go, org_users.go, datasources.go, preferences.go, pkg/services/authn/authnimpl/service.go,
@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ORG_HEADER = "X-Grafana-Org-Id"
@@ -50,6 +50,8 @@ class TeamView:
     datasource: dict[str, Any]
     """Grafana's data source body, its secureJsonData included."""
     dashboard: dict[str, Any]
+    members: dict[str, str] = field(default_factory=dict)
+    """Each member's own Viewer login in the team's organisation -> its password."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,8 @@ def load_state(state_path: str, secrets_path: str) -> DesiredState:
         name, limit = team["name"], team["limit"]
         datasource = {**state["datasource"], "secureJsonData": secrets["datasources"][name]}
         template = state["dashboards"][UNLIMITED if limit is None else LIMITED]
-        teams.append(TeamView(name, secrets["passwords"][name], datasource, fill(template, name, limit)))
+        members = {login: secrets["passwords"][login] for login in team.get("members", [])}
+        teams.append(TeamView(name, secrets["passwords"][name], datasource, fill(template, name, limit), members))
     return DesiredState(state["admin"], secrets["admin"], teams, state.get("checks", []))
 
 
@@ -183,6 +186,8 @@ def reconcile(grafana: Grafana, state: DesiredState) -> dict[str, int]:
     for team in state.teams:
         org = ensure_org(grafana, team.name, grafana.user)
         ensure_viewer(grafana, org, team.name, team.password)
+        for login, password in sorted(team.members.items()):
+            ensure_viewer(grafana, org, login, password)
         ensure_datasource(grafana, org, team.datasource)
         ensure_dashboard(grafana, org, team.dashboard)
         orgs[team.name] = org
