@@ -44,8 +44,8 @@ twice that."""
 NON_ROOT = 65534
 """Debian's nobody, in the python image (docker-library/python 3.13/slim-trixie, no USER of its own)."""
 RBAC_GROUP = "rbac.authorization.k8s.io"
-_PODGROUPS = POD_GROUP_API[0].split("/")[0]
-_QUEUES = _PODGROUPS
+_KAI_API_GROUP = POD_GROUP_API[0].split("/")[0]
+"""scheduling.run.ai: KAI's PodGroups and Queues."""
 
 
 def fair_share_url(kai_namespace: str) -> str:
@@ -62,14 +62,14 @@ def program_files() -> dict[str, str]:
 def read_rules() -> list[dict[str, Any]]:
     return [
         {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [_QUEUES], "resources": ["queues"], "verbs": ["get", "list"]},
+        {"apiGroups": [_KAI_API_GROUP], "resources": ["podgroups"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [_KAI_API_GROUP], "resources": ["queues"], "verbs": ["get", "list"]},
     ]
 
 
 def write_rules() -> list[dict[str, Any]]:
     return [
-        {"apiGroups": [_PODGROUPS], "resources": ["podgroups"], "verbs": ["create", "patch", "delete"]},
+        {"apiGroups": [_KAI_API_GROUP], "resources": ["podgroups"], "verbs": ["create", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
         # The queue view (gangcontrol/queue_view.py). RBAC cannot name what is created; the ConfigMap policy
         # (components/vcluster_tenant/policies.py) lets this account write that one name alone.

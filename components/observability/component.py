@@ -85,9 +85,9 @@ class ObservabilityArgs:
     teams: Mapping[str, str] = field(default_factory=dict)
     """Team -> its host namespace, for the team views (observability.teamViews)."""
     team_limits: Mapping[str, float] = field(default_factory=dict)
+    """Team -> its queue's GPU limit (-1: none)."""
     team_members: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Team -> its members, each given a login of their own to the team's view."""
-    """Team -> its queue's GPU limit (-1: none)."""
     host_address: pulumi.Input[str] = ""
     """Where team members reach their views."""
     grafana_version: str = ""

@@ -12,7 +12,7 @@ the create ends (provider/pkg/await/awaiters.go untilCoreV1SecretInitialized @v4
 """
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from components.shared.kubeconfigs import with_token
@@ -65,5 +65,4 @@ def member_kubeconfig(user: str, parts: Sequence[Any]) -> str:
     """The team kubeconfig's cluster (its endpoint and CA), reached with the member's token: `parts` is the team
     kubeconfig and the token Secret's data."""
     team_kubeconfig, data = parts
-    token: Mapping[str, str] = data
-    return with_token(team_kubeconfig, user, base64.b64decode(token["token"]).decode())
+    return with_token(team_kubeconfig, user, base64.b64decode(data["token"]).decode())

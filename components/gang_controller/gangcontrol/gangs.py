@@ -220,7 +220,7 @@ def event(pod: GangPod, reason: str, message: str, kind: str = "Warning") -> dic
     }
 
 
-def _conditions(pod_group: Mapping[str, Any]) -> list[tuple[str, str]]:
+def scheduling_conditions(pod_group: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(identity, text) of each scheduling condition KAI's scheduler wrote on the PodGroup."""
     found = []
     for condition in (pod_group.get("status") or {}).get("schedulingConditions") or []:
@@ -262,7 +262,7 @@ def plan(
         size = gang.pods[0].size
         message = f"in gang {gang.name}: its {size} pods start together, in queue {gang.queue}"
         _report(result, memory, gang, reason="GangFormed", message=message, identity="formed", kind="Normal")
-        for identity, text in _conditions(existing.get(key, {})):
+        for identity, text in scheduling_conditions(existing.get(key, {})):
             _report(
                 result, memory, gang, reason="GangUnschedulable", message=f"gang {gang.name}: {text}", identity=identity
             )

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .gangs import Tenant
+from .gangs import Tenant, scheduling_conditions
 
 VIEW_CONFIGMAP = "gpu-tenancy-queue"
 """The host ConfigMap, in the tenant's namespace; the vCluster shows it as gpu-tenancy/queue."""
@@ -107,14 +107,6 @@ def _described(pod_group: Mapping[str, Any], tenant: Tenant) -> str:
     return f"group {name}"
 
 
-def _reason(status: Mapping[str, Any]) -> str:
-    texts = []
-    for condition in status.get("schedulingConditions") or []:
-        reasons = [r.get("message") or r.get("reason", "") for r in condition.get("reasons") or []]
-        texts += [text for text in reasons if text] or [condition.get("message") or condition.get("reason") or ""]
-    return "; ".join(text for text in dict.fromkeys(texts) if text) or "not scheduled yet"
-
-
 def waiting_of(pod_group: Mapping[str, Any], tenant: Tenant) -> Waiting | None:
     """The group if it waits: its pods ask for something and KAI has allocated it nothing."""
     status = pod_group.get("status") or {}
@@ -127,7 +119,7 @@ def waiting_of(pod_group: Mapping[str, Any], tenant: Tenant) -> Waiting | None:
         what=_described(pod_group, tenant),
         pods=int((pod_group.get("spec") or {}).get("minMember") or 1),
         gpus=requested.get(GPU, 0.0),
-        reason=_reason(status),
+        reason="; ".join(dict.fromkeys(text for _, text in scheduling_conditions(pod_group))) or "not scheduled yet",
     )
 
 

@@ -81,7 +81,7 @@ def _key(obj: dict[str, Any]) -> Key:
 
 
 def slim(pod_group: dict[str, Any]) -> dict[str, Any]:
-    """What this program reads of a PodGroup once it knows it made it (plan, is_empty, _conditions)."""
+    """What this program reads of a PodGroup once it knows it made it (plan, is_empty, scheduling_conditions)."""
     metadata = pod_group.get("metadata") or {}
     status = pod_group.get("status") or {}
     return {
