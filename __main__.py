@@ -171,4 +171,9 @@ pulumi.export(
     "memberKubeconfigs",
     pulumi.Output.secret({t.name: tenants[t.name].member_kubeconfigs for t in settings.tenants if t.members}),
 )
+# With vcluster.oidc: one kubeconfig per team, holding no credential, that signs a member in at the provider.
+pulumi.export(
+    "signInKubeconfigs",
+    {name: t.sign_in_kubeconfig for name, t in tenants.items() if t.sign_in_kubeconfig is not None},
+)
 pulumi.export(NODE_PORTS_OUTPUT, ports.assignment.apply(lambda assignment: assignment.to_data()))

@@ -76,6 +76,15 @@ class StackConfig(ConfigModel):
                     )
                 )
             seen.add(tenant.name)
+            if tenant.groups and self.vcluster.oidc is None:
+                issues.append(
+                    ConfigIssue(
+                        ("tenants", i, "groups"),
+                        tenant.groups,
+                        "names identity-provider groups, but no provider is set: set gpu-tenancy:vcluster.oidc "
+                        "(issuerUrl, clientId), or give members ServiceAccount tokens with tenants[].members",
+                    )
+                )
             if tenant.name in self.vcluster.remove_tenants:
                 issues.append(
                     ConfigIssue(

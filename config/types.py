@@ -4,6 +4,7 @@ Each type carries its own error text, so a bad value is explained where it is
 checked, and the loader only has to prefix the config key path.
 """
 
+import ipaddress
 import math
 import re
 from typing import Annotated, Any
@@ -166,3 +167,15 @@ NODE_PORT_RANGE = range(30000, 32768)
 """The API server's default --service-node-port-range, which MicroK8s keeps (canonical/microk8s
 microk8s-resources/default-args/kube-apiserver sets none @v1.36; kubernetes/kubernetes
 pkg/kubeapiserver/options/options.go DefaultServiceNodePortRange: 30000-32767)."""
+
+
+def _ipv4_cidr(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(value))
+    except ValueError:
+        raise PydanticCustomError(
+            "cidr", "is not an IPv4 address range: use e.g. 203.0.113.0/24 or 203.0.113.7/32", {}
+        ) from None
+
+
+IPv4Cidr = Annotated[str, BeforeValidator(require_str), AfterValidator(_ipv4_cidr)]

@@ -68,6 +68,12 @@ def _versions(**fields: Any) -> Callable[[Config], None]:
     return mutate
 
 
+def _oidc(**fields: Any) -> Callable[[Config], None]:
+    """An identity provider at an address (no `addresses` needed), with `fields` over it."""
+    provider = {"issuerUrl": "https://203.0.113.9", "clientId": "gpu-tenancy", **fields}
+    return lambda config: config.setdefault("vcluster", {}).update(oidc=provider)
+
+
 BAD_CONFIGS = [
     ("overcommitted-children", _gpu(1, quota=0.5), "gpu-tenancy:queues[0].resources.gpu.quota", "1.16"),
     (
@@ -159,6 +165,45 @@ BAD_CONFIGS = [
         lambda c: c["tenants"][0].update(members=["Alice@example.com"]),
         "gpu-tenancy:tenants[0].members[0]",
         "lowercase letters",
+    ),
+    (
+        "groups-without-an-identity-provider",
+        lambda c: c["tenants"][0].update(groups=["ml-nlp"]),
+        "gpu-tenancy:tenants[0].groups",
+        "set gpu-tenancy:vcluster.oidc",
+    ),
+    (
+        "group-listed-twice",
+        lambda c: (_oidc()(c), c["tenants"][0].update(groups=["ml-nlp", "ml-nlp"])),
+        "gpu-tenancy:tenants[0].groups[1]",
+        "is listed twice",
+    ),
+    ("issuer-over-http", _oidc(issuerUrl="http://203.0.113.9"), "gpu-tenancy:vcluster.oidc.issuerUrl", "https"),
+    (
+        "issuer-with-a-query",
+        _oidc(issuerUrl="https://203.0.113.9/?realm=ml"),
+        "gpu-tenancy:vcluster.oidc.issuerUrl",
+        "no query",
+    ),
+    (
+        "issuer-by-name-without-its-addresses",
+        _oidc(issuerUrl="https://login.example.com/realms/ml"),
+        "gpu-tenancy:vcluster.oidc.addresses",
+        "addresses of login.example.com",
+    ),
+    (
+        "issuer-ca-not-pem",
+        _oidc(certificateAuthority="MIIB...not a certificate"),
+        "gpu-tenancy:vcluster.oidc.certificateAuthority",
+        "BEGIN CERTIFICATE",
+    ),
+    (
+        "tenant-api-server-flag-decides-sign-in",
+        lambda c: c["tenants"][1].update(
+            values={"controlPlane": {"distro": {"k8s": {"apiServer": {"extraArgs": ["--oidc-issuer-url=https://x"]}}}}}
+        ),
+        "gpu-tenancy:tenants[1].values.controlPlane.distro.k8s.apiServer.extraArgs[0]",
+        "use vcluster.oidc",
     ),
     (
         "addon-name-longer-than-helm-allows",

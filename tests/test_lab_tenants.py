@@ -9,6 +9,7 @@ policies; what the team sees back is what the syncer tells it.
 """
 
 import functools
+import hashlib
 import json
 import signal
 import subprocess
@@ -16,15 +17,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
 
 from components.vcluster_tenant.members import member_kubeconfig, member_user
+from components.vcluster_tenant.oidc import sign_in_kubeconfig
 from config.names import QUEUE_VIEW_IN_TENANT
 from config.stack import parse_stack_config
 from config.upstream import GANG_KEY_LABELS
+from config.vcluster_tenant.oidc import OidcConfig
 from harness import ROOT, ProgramRun, dev_settings, run_main
 from harness.lab.apply import apply_stack, manifest
 from harness.lab.cluster import read_lab
@@ -34,6 +37,7 @@ from tests.kai_podgrouper import pod_group
 from tests.kai_webhook import KAI_SERVING_LABEL
 from tests.lab import Lab, lab_command, private_lab, serve_kai_webhook
 from tests.lab import kubectl as host_kubectl
+from tests.oidc_provider import IdentityProvider, new_key
 from tests.teams_page import page_manifests
 from tests.vcluster_syncer import TOKEN_ANNOTATION, to_host
 from tests.workload_operators import pods_of
@@ -41,28 +45,61 @@ from tests.workload_operators import pods_of
 Json = dict[str, Any]
 TEAMS = ("team-nlp", "team-recommender", "team-vision")
 CUDA = "nvcr.io/nvidia/cuda:13.0.1-base-ubuntu24.04"
+OIDC_CLIENT = "gpu-tenancy"
+NLP_GROUP = "ml-nlp"
+
+
+class Applied(NamedTuple):
+    lab: Lab
+    result: subprocess.CompletedProcess[str]
+    identity_provider: IdentityProvider
 
 
 @pytest.fixture(scope="module")
-def applied() -> Iterator[tuple[Lab, subprocess.CompletedProcess[str]]]:
-    """The reference stack applied through the lab's command line, as a user applies it, and its tenants up."""
+def applied() -> Iterator[Applied]:
+    """The reference stack applied through the lab's command line, as a user applies it, and its tenants up;
+    its tenants trust an identity provider (a stand-in on the lab's bridge), and team-nlp names its group."""
     with private_lab("tenants") as lab:
-        result = lab_command("apply", "dev", "--state", str(lab.state))
-        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-        eventually(lambda: all(t.ready and t.kubeconfig for t in tenants(lab.admin, lab.state)), within=180)
-        yield lab, result
+        provider = IdentityProvider(lab.gateway)
+        try:
+            stack = _with_identity_provider(lab, provider)
+            result = lab_command("apply", str(stack), "--state", str(lab.state))
+            assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+            eventually(lambda: all(t.ready and t.kubeconfig for t in tenants(lab.admin, lab.state)), within=180)
+            yield Applied(lab, result, provider)
+        finally:
+            provider.close()
+
+
+def _oidc(provider: IdentityProvider) -> Json:
+    return {"issuerUrl": provider.issuer, "clientId": OIDC_CLIENT, "certificateAuthority": provider.ca_pem}
+
+
+def _with_identity_provider(lab: Lab, provider: IdentityProvider) -> Path:
+    """Pulumi.dev.yaml, as the lab's stack file, with vcluster.oidc set to `provider` and team-nlp's group."""
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    config = document["config"]
+    config.setdefault("gpu-tenancy:vcluster", {})["oidc"] = _oidc(provider)
+    config["gpu-tenancy:tenants"][0]["groups"] = [NLP_GROUP]
+    path = lab.state / "stack" / "Pulumi.dev.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
 
 
 @pytest.fixture(scope="module")
-def lab(applied: tuple[Lab, subprocess.CompletedProcess[str]]) -> Lab:
-    return applied[0]
+def lab(applied: Applied) -> Lab:
+    return applied.lab
 
 
-def test_the_reference_stack_is_applied_and_every_object_accepted(
-    applied: tuple[Lab, subprocess.CompletedProcess[str]],
-) -> None:
+@pytest.fixture(scope="module")
+def identity_provider(applied: Applied) -> IdentityProvider:
+    return applied.identity_provider
+
+
+def test_the_reference_stack_is_applied_and_every_object_accepted(applied: Applied) -> None:
     """kubeconfig mode, three teams, observability on; what the lab cannot honour it says, and exits 0."""
-    lab, result = applied
+    lab, result = applied.lab, applied.result
     assert "REFUSED" not in result.stdout
     assert "mode: kubeconfig" in result.stdout, "the derived stack file is printed"
     assert result.stdout.count("NOT AWAITED Job") == 1, "KAI's gate alone"
@@ -87,7 +124,7 @@ def test_the_reference_stack_is_applied_and_every_object_accepted(
 
 def test_a_second_apply_changes_nothing(lab: Lab) -> None:
     before = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in lab.admin.list("v1", "Pod")}
-    result = lab_command("apply", "dev", "--state", str(lab.state))
+    result = lab_command("apply", str(lab.state / "stack" / "Pulumi.dev.yaml"), "--state", str(lab.state))
     assert result.returncode == 0, result.stdout[-3000:]
     after = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in lab.admin.list("v1", "Pod")}
     assert before == after, "no pod was replaced"
@@ -550,6 +587,71 @@ def test_each_member_acts_as_themselves_and_a_removed_members_credential_is_refu
 
     eventually(refused, within=30)
     assert _username(lab, configs["bob"]) == member_user("bob")
+    assert kubectl(lab, "team-nlp", "auth", "can-i", "*", "*").stdout.strip() == "yes", "the team kubeconfig stays"
+
+
+def _signed_in(lab: Lab, provider: IdentityProvider, team: str, token: str, folder: Path) -> Path:
+    """The team's sign-in kubeconfig as the program writes it (its cluster: endpoint and CA), with the ID token
+    kubelogin would hand kubectl in place of the exec plugin, which needs a browser."""
+    oidc = OidcConfig.model_validate(_oidc(provider))
+    team_kubeconfig = (lab.state / "tenants" / team / "kubeconfig").read_text()
+    document = yaml.safe_load(sign_in_kubeconfig(f"{team}-oidc", oidc, team_kubeconfig))
+    assert document["users"][0]["user"]["exec"]["args"][:2] == ["oidc-login", "get-token"]
+    document["users"][0]["user"] = {"token": token}
+    path = folder / f"{team}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _who(lab: Lab, kubeconfig: Path) -> Json:
+    shown = _member_kubectl(lab, kubeconfig, "auth", "whoami", "-o", "json")
+    return json.loads(shown.stdout)["status"]["userInfo"] if shown.returncode == 0 else {"refused": shown.stderr}
+
+
+def test_a_member_signs_in_through_the_identity_provider_as_themselves_and_only_their_groups_team_admits_them(
+    lab: Lab, identity_provider: IdentityProvider, tmp_path: Path
+) -> None:
+    """The real kube-apiserver inside each real vCluster checks the provider's ID tokens (vcluster.oidc, with the
+    provider's CA mounted from the host): a member of team-nlp's group is cluster-admin there as
+    oidc:<email>, and nowhere else; a token the provider did not sign, for another client, or expired, is
+    refused; a groups claim cannot name a Kubernetes group."""
+    provider = identity_provider
+    # What the program registers inside team-nlp's vCluster, applied as the engine applies it (the lab's apply
+    # leaves what goes through a tenant's own API to the engine: SKIPPED).
+    config = dev_settings()
+    config["vcluster"] = {**config.get("vcluster", {}), "oidc": _oidc(provider)}
+    config["tenants"][0]["groups"] = [NLP_GROUP]
+    inside = _inside(run_main(config), "team-nlp")
+    assert sorted(inside) == ["team-nlp-oidc-groups"]
+    _apply_inside(lab, "team-nlp", list(inside.values()))
+
+    def member(email: str, groups: list[str], **claims: Any) -> str:
+        return provider.token(OIDC_CLIENT, sub=email, email=email, email_verified=True, groups=groups, **claims)
+
+    alice = _signed_in(lab, provider, "team-nlp", member("alice@example.com", [NLP_GROUP, "staff"]), tmp_path)
+    assert {k: v for k, v in _who(lab, alice).items() if k in ("username", "groups")} == {
+        "username": "oidc:alice@example.com",
+        "groups": ["oidc:ml-nlp", "oidc:staff", "system:authenticated"],
+    }
+    assert _member_kubectl(lab, alice, "auth", "can-i", "*", "*").stdout.strip() == "yes"
+    in_vision = _signed_in(lab, provider, "team-vision", member("alice@example.com", [NLP_GROUP]), tmp_path)
+    assert _who(lab, in_vision)["username"] == "oidc:alice@example.com", "every tenant trusts the provider"
+    assert _member_kubectl(lab, in_vision, "auth", "can-i", "get", "pods").stdout.strip() == "no", "not her team"
+
+    masters = _signed_in(lab, provider, "team-nlp", member("mallory@example.com", ["system:masters"]), tmp_path)
+    assert _who(lab, masters)["groups"] == ["oidc:system:masters", "system:authenticated"]
+    assert _member_kubectl(lab, masters, "auth", "can-i", "get", "pods").stdout.strip() == "no"
+
+    refused = {
+        "signed with another key": member("alice@example.com", [NLP_GROUP], key=new_key()),
+        "for another client": provider.token("another-client", email="alice@example.com", groups=[NLP_GROUP]),
+        "expired": member("alice@example.com", [NLP_GROUP], lifetime=-60),
+        "unverified email": provider.token(OIDC_CLIENT, email="alice@example.com", email_verified=False),
+    }
+    for why, token in refused.items():
+        answer = _member_kubectl(lab, _signed_in(lab, provider, "team-nlp", token, tmp_path), "get", "namespaces")
+        assert answer.returncode != 0, why
+        assert "Unauthorized" in answer.stderr, (why, answer.stderr)
     assert kubectl(lab, "team-nlp", "auth", "can-i", "*", "*").stdout.strip() == "yes", "the team kubeconfig stays"
 
 

@@ -167,6 +167,7 @@ def test_stack_outputs(dev_run: ProgramRun) -> None:
         },
         "tenantEndpoints": {team: f"https://198.51.100.7:{hashed_port(team, 'https')}" for team in TEAMS},
         "memberKubeconfigs": {},
+        "signInKubeconfigs": {},
         "grafana": {
             "url": "http://kube-prometheus-stack-grafana.observability.svc",
             "portForward": "kubectl -n observability port-forward svc/kube-prometheus-stack-grafana 3000:80",

@@ -58,6 +58,11 @@ def with_server(kubeconfig: str, server: str) -> str:
 
 def with_token(kubeconfig: str, user: str, token: str) -> str:
     """The kubeconfig's current cluster, reached as `user` with a bearer token instead of its own credentials."""
+    return with_credentials(kubeconfig, user, {"token": token})
+
+
+def with_credentials(kubeconfig: str, name: str, credentials: dict[str, Any]) -> str:
+    """The kubeconfig's current cluster (its server and CA) alone, reached with `credentials`, under `name`."""
     document = yaml.load(kubeconfig, Loader=_Loader)
     cluster = _current_cluster(document)
     if not cluster:
@@ -65,9 +70,9 @@ def with_token(kubeconfig: str, user: str, token: str) -> str:
     member = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": user, "cluster": cluster}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": user, "context": {"cluster": user, "user": user}}],
-        "current-context": user,
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": credentials}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
     }
     return yaml.dump(member, Dumper=_Dumper, sort_keys=False)

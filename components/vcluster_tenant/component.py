@@ -36,9 +36,12 @@ from components.vcluster_tenant.network import (
     dns_policy,
     workload_policy,
 )
+from components.vcluster_tenant.oidc import CA_KEY as OIDC_CA_KEY
+from components.vcluster_tenant.oidc import ca_configmap as oidc_ca_configmap
+from components.vcluster_tenant.oidc import groups_binding, sign_in_kubeconfig
 from components.vcluster_tenant.policies import NON_PREEMPTIBLE
 from components.vcluster_tenant.values import (
-    PERSISTENCE_PATH,
+    PERSISTENCE_PATHS,
     SECURITY_PATHS,
     control_plane_account,
     kubeconfig_secret,
@@ -97,9 +100,11 @@ class VClusterTenant(pulumi.ComponentResource):
     namespace: pulumi.Output[str]
     """Host namespace holding the vCluster and every pod it syncs."""
     provider: k8s.Provider | None
-    """Provider that talks to the tenant's own API server; only a tenant with add-ons or members has one."""
+    """Provider that talks to the tenant's own API server; only a tenant with add-ons, members or groups has one."""
     member_kubeconfigs: pulumi.Output[dict[str, str]]
     """Member -> a kubeconfig of that member's own (members.py), secret; empty without members."""
+    sign_in_kubeconfig: pulumi.Output[str] | None
+    """With vcluster.oidc: the kubeconfig every member signs in through the identity provider with (oidc.py)."""
 
     def __init__(self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
@@ -163,6 +168,17 @@ class VClusterTenant(pulumi.ComponentResource):
             )
         )
         fence = self._network_policies(name, args, host)
+        oidc = args.settings.oidc
+        mounted: list[pulumi.Resource] = []
+        if oidc is not None and oidc.certificate_authority:
+            # The provider's CA, mounted into the control plane (oidc.py), there before the control plane starts.
+            ca = k8s.core.v1.ConfigMap(
+                f"{name}-oidc-ca",
+                metadata={**oidc_ca_configmap(), "namespace": self.namespace},
+                data={OIDC_CA_KEY: oidc.certificate_authority},
+                opts=host,
+            )
+            mounted.append(ca)
         release = helm_release(
             f"{name}-vcluster",
             ReleaseSpec(name=tenant.name, chart=VCLUSTER_CHART, repo=args.settings.repo, version=args.version),
@@ -175,9 +191,9 @@ class VClusterTenant(pulumi.ComponentResource):
             opts=host.merge(
                 pulumi.ResourceOptions(
                     # No synced pod, and no control plane, ever runs outside the fence.
-                    depends_on=[*args.waits_for, *fence],
+                    depends_on=[*args.waits_for, *fence, *mounted],
                     # Settings that cannot change on a running control plane are kept as they were created.
-                    ignore_changes=[".".join(("values", *path)) for path in (PERSISTENCE_PATH, *SECURITY_PATHS)],
+                    ignore_changes=[".".join(("values", *path)) for path in (*PERSISTENCE_PATHS, *SECURITY_PATHS)],
                 )
             ),
         )
@@ -216,18 +232,28 @@ class VClusterTenant(pulumi.ComponentResource):
         )
         self.provider = None
         self.member_kubeconfigs = pulumi.Output.secret({})
-        if tenant.addons or tenant.members:
+        self.sign_in_kubeconfig = None
+        if tenant.addons or tenant.members or tenant.groups:
             self.provider = self._inside(name, args, gate.job)
             for addon in tenant.addons:
                 self._addon(name, addon, self.provider, secret=args.secret_values)
             if tenant.members:
                 self.member_kubeconfigs = self._members(name, tenant.members, self.provider)
+        if oidc is not None:
+            if tenant.groups:
+                inside = pulumi.ResourceOptions(parent=self, provider=self.provider)
+                k8s.rbac.v1.ClusterRoleBinding(f"{name}-oidc-groups", **groups_binding(tenant.groups), opts=inside)
+            # Only the team's endpoint and CA, which are no secret: one file for every member to sign in with.
+            self.sign_in_kubeconfig = pulumi.Output.unsecret(
+                self.kubeconfig.apply(functools.partial(sign_in_kubeconfig, f"{tenant.name}-oidc", oidc))
+            )
         self.register_outputs(
             {
                 "kubeconfig": self.kubeconfig,
                 "endpoint": self.endpoint,
                 "namespace": self.namespace,
                 "member_kubeconfigs": self.member_kubeconfigs,
+                "sign_in_kubeconfig": self.sign_in_kubeconfig,
             }
         )
 
@@ -264,7 +290,9 @@ class VClusterTenant(pulumi.ComponentResource):
         )
         specs: list[pulumi.Input[dict[str, Any]]] = [
             blocked.apply(lambda ranges: workload_policy(tenant, ranges)),
-            pulumi.Output.from_input(args.api_endpoints).apply(lambda api: control_plane_policy(tenant, api)),
+            pulumi.Output.from_input(args.api_endpoints).apply(
+                lambda api: control_plane_policy(tenant, api, args.settings.oidc)
+            ),
             dns_policy(tenant),
         ]
         return [

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from config.upstream import METADATA_NAME_LABEL, SYNCED_POD_LABEL, VCLUSTER_DEFAULT_PUBLIC_EGRESS_EXCEPT
+from config.vcluster_tenant.oidc import OidcConfig
 
 LINK_LOCAL = "169.254.0.0/16"
 """Cloud metadata (169.254.169.254) and its credentials: never a tenant's to reach."""
@@ -85,8 +86,11 @@ def workload_policy(tenant: str, blocked: Sequence[str]) -> dict[str, Any]:
     )
 
 
-def control_plane_policy(tenant: str, api: Sequence[tuple[str, int]]) -> dict[str, Any]:
-    """`api`: (address, port) of each endpoint of the host's `kubernetes` Service."""
+def control_plane_policy(
+    tenant: str, api: Sequence[tuple[str, int]], identity_provider: OidcConfig | None = None
+) -> dict[str, Any]:
+    """`api`: (address, port) of each endpoint of the host's `kubernetes` Service; `identity_provider`, which the
+    API server fetches its signing keys from (components/vcluster_tenant/oidc.py)."""
     own_workloads = _pods(**{SYNCED_POD_LABEL: tenant})
     peers = _pods(release=tenant)
     egress: list[dict[str, Any]] = [
@@ -98,6 +102,13 @@ def control_plane_policy(tenant: str, api: Sequence[tuple[str, int]]) -> dict[st
         {"to": [{"ipBlock": {"cidr": f"{address}/32"}}], "ports": [{"port": port, "protocol": "TCP"}]}
         for address, port in api
     ]
+    if identity_provider is not None:
+        egress.append(
+            {
+                "to": [{"ipBlock": {"cidr": cidr}} for cidr in identity_provider.reachable_ranges()],
+                "ports": [{"port": identity_provider.issuer_port(), "protocol": "TCP"}],
+            }
+        )
     return _policy(
         {"release": tenant},
         egress=egress,

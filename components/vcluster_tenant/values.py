@@ -12,6 +12,7 @@ from typing import Any
 
 from components.shared.merge import deep_merge
 from components.vcluster_tenant.endpoints import Endpoint
+from components.vcluster_tenant.oidc import with_oidc
 from config.upstream import (
     HOSTNAME_LABEL,
     KUBECONFIG_SECRET_PREFIX,
@@ -20,11 +21,13 @@ from config.upstream import (
 from config.vcluster_tenant.queue_view import queue_view_blocker, queue_view_values
 from config.vcluster_tenant.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
 
-PERSISTENCE_PATH = ("controlPlane", "statefulSet", "persistence")
-"""Rendered into the StatefulSet's volumeClaimTemplates, which Kubernetes refuses to change
-(kubernetes/kubernetes pkg/apis/apps/validation/validation.go ValidateStatefulSetUpdate), or, with
-persistence off, turns the StatefulSet into a Deployment (loft-sh/vcluster chart/templates/_persistence.tpl
-@v0.35.1): set once, when a tenant is created."""
+_PERSISTENCE = ("controlPlane", "statefulSet", "persistence")
+PERSISTENCE_PATHS = tuple((*_PERSISTENCE, key) for key in ("volumeClaim", "volumeClaimTemplates", "dataVolume"))
+"""Where the control plane's state lives: rendered into the StatefulSet's volumeClaimTemplates, which Kubernetes
+refuses to change (kubernetes/kubernetes pkg/apis/apps/validation/validation.go ValidateStatefulSetUpdate), or,
+with persistence off, turning the StatefulSet into a Deployment, or naming the data volume (loft-sh/vcluster
+chart/templates/_persistence.tpl, statefulset.yaml @v0.35.1): set once, when a tenant is created. The rest of
+`persistence` (addVolumes, addVolumeMounts: the identity provider's CA) follows the config."""
 
 SECURITY_PATHS = (("controlPlane", "statefulSet", "security"), ("controlPlane", "distro", "k8s", "securityContext"))
 """Who the control plane runs as: vCluster cannot move a control plane from root to another user
@@ -142,6 +145,9 @@ def vcluster_values(
         "exportKubeConfig": {"server": endpoint.url, "context": tenant.name},
     }
     values = deep_merge(defaults, tenant.values)
+    if settings.oidc is not None:
+        # Members sign in through the organisation's identity provider (oidc.py).
+        values = with_oidc(values, settings.oidc)
     if queue_view_blocker(tenant.values, version) is None:
         # The team's queue, readable inside: kubectl get configmap queue -n gpu-tenancy (config/vcluster_tenant).
         values = deep_merge(values, queue_view_values(version))

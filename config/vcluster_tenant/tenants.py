@@ -1,6 +1,5 @@
 """`gpu-tenancy:tenants`: one vCluster per team, each pinned to a leaf queue, with its own add-ons."""
 
-import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from config.types import (
     NODE_PORT_RANGE,
     ConfigModel,
     HelmReleaseName,
+    IPv4Cidr,
     KubernetesName,
     PinnedVersion,
     QueueName,
@@ -32,6 +32,7 @@ from config.vcluster_tenant.capacity import (
     limit_range_of,
     sized_quota,
 )
+from config.vcluster_tenant.oidc import OidcConfig
 
 VCLUSTER_OWNED_VALUES: OwnedValues = {
     ("experimental", "syncSettings", "setOwner"): "KAI's pod-grouper would follow it to a Service it may not read",
@@ -127,17 +128,6 @@ def _dns_name(value: str) -> str:
 
 DnsName = Annotated[str, BeforeValidator(require_str), AfterValidator(_dns_name)]
 
-
-def _ipv4_cidr(value: str) -> str:
-    try:
-        return str(ipaddress.IPv4Network(value))
-    except ValueError:
-        raise PydanticCustomError(
-            "cidr", "is not an IPv4 address range: use e.g. 203.0.113.0/24 or 203.0.113.7/32", {}
-        ) from None
-
-
-IPv4Cidr = Annotated[str, BeforeValidator(require_str), AfterValidator(_ipv4_cidr)]
 
 _LABEL_VALUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 
@@ -260,6 +250,11 @@ class TenantConfig(ConfigModel):
         description="Team members, each given a kubeconfig of their own (stack output memberKubeconfigs), acting in "
         "the vCluster as themselves; removing one revokes only theirs.",
     )
+    groups: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="With vcluster.oidc: the identity provider's groups whose members are cluster-admin of this "
+        "team's vCluster, signing in as themselves (stack output signInKubeconfigs); nothing per member is stored.",
+    )
     non_preemptible: bool = Field(
         default=False,
         description="Every pod of this team is non-preemptible (the label kai.scheduler/preemptibility), for teams "
@@ -276,6 +271,12 @@ class TenantConfig(ConfigModel):
             if member in self.members[:index]
         ]
         issues += [
+            ConfigIssue(("groups", index), group, "is listed twice")
+            for index, group in enumerate(self.groups)
+            if group in self.groups[:index]
+        ]
+        issues += _sign_in_flag_issues(self.values)
+        issues += [
             ConfigIssue(("addons", index, "name"), name, "is already used by an earlier add-on")
             for index, name in enumerate(names)
             if name in names[:index]
@@ -283,6 +284,26 @@ class TenantConfig(ConfigModel):
         if issues:
             raise ConfigIssues(issues)
         return self
+
+
+_API_SERVER_ARGS = ("controlPlane", "distro", "k8s", "apiServer", "extraArgs")
+_SIGN_IN_FLAGS = ("--oidc-", "--authentication-config", "--anonymous-auth", "--token-auth-file")
+
+
+def _sign_in_flag_issues(values: dict[str, Any]) -> list[ConfigIssue]:
+    """A tenant's own API server flags may not decide who signs in: that is vcluster.oidc, the platform's."""
+    node: Any = values
+    for key in _API_SERVER_ARGS:
+        node = node.get(key) if isinstance(node, dict) else None
+    return [
+        ConfigIssue(
+            ("values", *_API_SERVER_ARGS, index),
+            arg,
+            "decides who signs in to the team's API server, which the platform sets: use vcluster.oidc",
+        )
+        for index, arg in enumerate(node if isinstance(node, list) else [])
+        if isinstance(arg, str) and arg.startswith(_SIGN_IN_FLAGS)
+    ]
 
 
 class VClusterConfig(ConfigModel):
@@ -389,6 +410,11 @@ class VClusterConfig(ConfigModel):
         description="The most bytes a tenant's pod may carry in its containers' command, args and env (names and "
         "values, every container together), the free text of a pod's spec; large configuration belongs in a "
         "ConfigMap or a volume.",
+    )
+    oidc: OidcConfig | None = Field(
+        default=None,
+        description="The identity provider members sign in with (tenants[].groups say who is in which team); "
+        "without it, members get ServiceAccount tokens (tenants[].members).",
     )
     max_finished_pods: int = Field(
         default=100,
