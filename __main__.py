@@ -7,7 +7,7 @@ import pulumi
 from components.gang_controller import GANG_CONTROLLER_USER, GangController, GangControllerArgs
 from components.gpu_host import GpuHost, GpuHostArgs, installed_operator_runs_cdi
 from components.kai_scheduler import KaiScheduler, KaiSchedulerArgs
-from components.observability import Observability, ObservabilityArgs
+from components.observability import Observability, ObservabilityArgs, TeamViewsSignIn
 from components.queue_hierarchy import QueueHierarchy, QueueHierarchyArgs
 from components.vcluster_tenant import (
     NODE_PORTS_OUTPUT,
@@ -36,6 +36,14 @@ else:
     queue_plan = plan(settings.queues, capacity)
     pulumi.log.info(f"Fair-share plan (KAI's division of the GPU pool):\n{render(queue_plan)}")
     pulumi.export("queuePlan", queue_plan.to_data())
+
+# Members sign in to the team views through the tenants' identity provider (config makes sure it is set).
+sign_in, oidc = settings.observability.team_views_sign_in, settings.vcluster.oidc
+team_sign_in = (
+    TeamViewsSignIn.of(sign_in, oidc, {t.name: t.groups for t in settings.tenants})
+    if sign_in is not None and oidc is not None
+    else None
+)
 
 host = GpuHost(
     "host",
@@ -143,6 +151,7 @@ if settings.observability.enabled:
             teams={tenant.name: f"{TENANT_NAMESPACE_PREFIX}{tenant.name}" for tenant in settings.tenants},
             team_limits={tenant.name: settings.queue_limits[tenant.queue] for tenant in settings.tenants},
             team_members={tenant.name: tenant.members for tenant in settings.tenants if tenant.members},
+            team_sign_in=team_sign_in,
             host_address=host.address,
             grafana_version=settings.versions.grafana,
             proxy_version=settings.versions.prom_label_proxy,

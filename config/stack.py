@@ -188,6 +188,7 @@ class StackConfig(ConfigModel):
                 for i, tenant in enumerate(self.tenants)
                 if tenant.node_port == views.team_views_node_port
             ]
+        issues += self._sign_in_issues()
         kai_binder = self.kai_scheduler.values.get("binder")
         if self.gpu_operator.mode == "install" and isinstance(kai_binder, dict) and "cdiEnabled" in kai_binder:
             issues.append(
@@ -200,6 +201,39 @@ class StackConfig(ConfigModel):
                 )
             )
         return issues
+
+    def _sign_in_issues(self) -> list[ConfigIssue]:
+        """The team views' sign-in uses vcluster.oidc's provider, and Grafana's org_mapping, which splits on spaces
+        and commas and reads `:` as its separator (grafana/grafana pkg/login/social/connectors/org_role_mapper.go
+        splitOrgMapping; pkg/util SplitString)."""
+        if self.observability.team_views_sign_in is None:
+            return []
+        key = ("observability", "teamViewsSignIn")
+        if self.vcluster.oidc is None:
+            return [
+                ConfigIssue(key, "{...}", "signs members in through vcluster.oidc's provider, which is not set: set it")
+            ]
+        if not self.observability.team_views_enabled:
+            return [ConfigIssue(key, "{...}", "is for the team views, which are off: turn on observability.teamViews")]
+        if not any(tenant.groups for tenant in self.tenants):
+            return [
+                ConfigIssue(
+                    key,
+                    "{...}",
+                    "signs in members of the teams' groups, and no tenant names any: set tenants[].groups",
+                )
+            ]
+        return [
+            ConfigIssue(
+                ("tenants", i, "groups", j),
+                group,
+                "holds a space, a comma or a colon, which Grafana's org mapping cannot carry: name the group "
+                "without them at the provider, or drop observability.teamViewsSignIn",
+            )
+            for i, tenant in enumerate(self.tenants)
+            for j, group in enumerate(tenant.groups)
+            if any(c.isspace() or c in ",:" for c in group)
+        ]
 
     def _exposure_issues(self) -> list[ConfigIssue]:
         """With expose sni every API is <tenant>.<domain> on port 443: no domain, or a node port, is a mistake."""

@@ -68,6 +68,9 @@ def _versions(**fields: Any) -> Callable[[Config], None]:
     return mutate
 
 
+_VIEWS_SIGN_IN = {"authUrl": "https://203.0.113.9/auth", "tokenUrl": "https://203.0.113.9/token"}
+
+
 def _oidc(**fields: Any) -> Callable[[Config], None]:
     """An identity provider at an address (no `addresses` needed), with `fields` over it."""
     provider = {"issuerUrl": "https://203.0.113.9", "clientId": "gpu-tenancy", **fields}
@@ -177,6 +180,34 @@ BAD_CONFIGS = [
         lambda c: (_oidc()(c), c["tenants"][0].update(groups=["ml-nlp", "ml-nlp"])),
         "gpu-tenancy:tenants[0].groups[1]",
         "is listed twice",
+    ),
+    (
+        "views-sign-in-without-a-provider",
+        lambda c: c["observability"].update(teamViewsSignIn=_VIEWS_SIGN_IN),
+        "gpu-tenancy:observability.teamViewsSignIn",
+        "vcluster.oidc",
+    ),
+    (
+        "views-sign-in-without-any-teams-groups",
+        lambda c: (_oidc()(c), c["observability"].update(teamViewsSignIn=_VIEWS_SIGN_IN)),
+        "gpu-tenancy:observability.teamViewsSignIn",
+        "set tenants[].groups",
+    ),
+    (
+        "views-sign-in-with-a-group-grafana-cannot-map",
+        lambda c: (
+            _oidc()(c),
+            c["observability"].update(teamViewsSignIn=_VIEWS_SIGN_IN),
+            c["tenants"][2].update(groups=["ML Vision"]),
+        ),
+        "gpu-tenancy:tenants[2].groups[0]",
+        "Grafana's org mapping",
+    ),
+    (
+        "views-sign-in-over-http",
+        lambda c: c["observability"].update(teamViewsSignIn={**_VIEWS_SIGN_IN, "tokenUrl": "http://x/token"}),
+        "gpu-tenancy:observability.teamViewsSignIn.tokenUrl",
+        "https",
     ),
     ("issuer-over-http", _oidc(issuerUrl="http://203.0.113.9"), "gpu-tenancy:vcluster.oidc.issuerUrl", "https"),
     (

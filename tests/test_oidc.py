@@ -1,14 +1,17 @@
-"""vcluster.oidc under mocks and real Helm: what signing in through the identity provider registers and renders.
+"""vcluster.oidc and observability.teamViewsSignIn under mocks and real Helm: what signing in through the identity
+provider registers and renders.
 
 What the real API server makes of the provider's tokens is in tests/test_lab_tenants.py (the real vCluster).
 """
 
+import configparser
 import functools
 from typing import Any
 
 import pytest
 import yaml
 
+from components.observability.team_objects import grafana_ini
 from harness import ProgramRun, dev_settings, run_main
 from tests.charts import chart_file_for, render
 from tests.network_policy import Pod, Target
@@ -155,3 +158,95 @@ def test_a_control_plane_reaches_the_provider_on_its_port_and_nothing_else_outsi
     assert not policies.allows(control_plane, Target("203.0.113.99", 443)), "outside the listed range"
     by_address = _run({"issuerUrl": "https://198.51.100.20:8443/dex", "clientId": "c"})
     assert world(by_address, []).allows(control_plane, Target("198.51.100.20", 8443))
+
+
+SIGN_IN = {
+    "authUrl": "https://login.example.com/realms/ml/protocol/openid-connect/auth",
+    "tokenUrl": "https://login.example.com:8443/realms/ml/protocol/openid-connect/token",
+}
+VIEWS_CONFIG = "observability-team-views-config"
+VIEWS_GRAFANA = "observability-team-views-grafana"
+
+
+def _views_run(sign_in: Json | None, **oidc: Any) -> ProgramRun:
+    config = dev_settings()
+    config.setdefault("vcluster", {})["oidc"] = _oidc(**oidc)
+    config["tenants"][0]["groups"] = ["ml-nlp", "ml-platform"]
+    config["tenants"][1]["groups"] = ["ml-vision", "ml-platform"]
+    if sign_in is not None:
+        config["observability"]["teamViewsSignIn"] = sign_in
+    return run_main(config)
+
+
+@pytest.fixture(scope="module")
+def views_signed_in() -> ProgramRun:
+    return _views_run(SIGN_IN, certificateAuthority=_ca())
+
+
+def _grafana_ini(run: ProgramRun) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(run.one(CONFIG_MAP, VIEWS_CONFIG).inputs["data"]["grafana.ini"])
+    return parser
+
+
+def _org_roles(section: configparser.SectionProxy, groups: list[str]) -> dict[str, str] | None:
+    """What Grafana makes of a member's groups claim: refused unless in allowed_groups, then each org_mapping entry
+    `<group>:<org>:<role>` of a group they are in (grafana/grafana pkg/login/social/connectors/generic_oauth.go
+    IsGroupMember, org_role_mapper.go ParseOrgMappingSettings, getMappedOrgRoles; pkg/util SplitString)."""
+    allowed = section["allowed_groups"].replace(",", " ").split()
+    if allowed and not set(allowed) & set(groups):
+        return None
+    roles = {}
+    for entry in section["org_mapping"].replace(",", " ").split():
+        group, organisation, role = entry.split(":")
+        if group in groups:
+            roles[organisation] = role
+    return roles
+
+
+def test_a_member_signs_in_to_the_views_of_their_groups_teams_as_a_viewer_and_nobody_else_signs_in(
+    views_signed_in: ProgramRun,
+) -> None:
+    section = _grafana_ini(views_signed_in)["auth.generic_oauth"]
+    assert _org_roles(section, ["ml-nlp"]) == {"team-nlp": "Viewer"}
+    assert _org_roles(section, ["ml-platform", "staff"]) == {"team-nlp": "Viewer", "team-vision": "Viewer"}
+    assert _org_roles(section, ["staff"]) is None, "in no team's group: refused, not a Viewer of the main org"
+    assert _org_roles(section, []) is None
+    assert (section["client_authentication"], section["use_pkce"]) == ("none", "true"), "a public client: no secret"
+    assert "client_secret" not in section
+    assert section["scopes"].split() == ["openid", "email", "groups"]
+    assert (section["auth_url"], section["token_url"]) == (SIGN_IN["authUrl"], SIGN_IN["tokenUrl"])
+    assert (section["login_attribute_path"], section["groups_attribute_path"]) == ("email", "groups")
+
+
+def test_the_views_send_members_back_to_their_own_address_and_trust_the_providers_ca(
+    views_signed_in: ProgramRun,
+) -> None:
+    ini = _grafana_ini(views_signed_in)
+    url = views_signed_in.exports["teamViews"].value["team-nlp"]["url"]
+    assert ini["server"]["root_url"] == f"{url}/", "the redirect URI is <root_url>login/generic_oauth"
+    config = views_signed_in.one(CONFIG_MAP, VIEWS_CONFIG).inputs["data"]
+    assert config["oidc-ca.crt"] == _ca()
+    pod = views_signed_in.one("kubernetes:apps/v1:Deployment", VIEWS_GRAFANA).inputs["spec"]["template"]["spec"]
+    (grafana,) = [c for c in pod["containers"] if c["name"] == "grafana"]
+    (mount,) = [m for m in grafana["volumeMounts"] if m["name"] == "config"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "config"]
+    assert {"key": "oidc-ca.crt", "path": "oidc-ca.crt"} in volume["configMap"]["items"]
+    assert ini["auth.generic_oauth"]["tls_client_ca"] == f"{mount['mountPath']}/oidc-ca.crt"
+
+
+def test_the_views_grafana_reaches_the_providers_token_endpoint_and_nothing_else_outside(
+    views_signed_in: ProgramRun,
+) -> None:
+    policies = world(views_signed_in, [])
+    grafana = Pod("observability", "10.1.50.2", {"app": "gpu-tenancy-team-views"})
+    assert policies.allows(grafana, Target("203.0.113.9", 8443)), "the token endpoint's port"
+    assert not policies.allows(grafana, Target("203.0.113.9", 22))
+    assert not policies.allows(grafana, Target("93.184.215.14", 8443))
+
+
+def test_without_the_sign_in_the_views_grafana_is_as_it_was() -> None:
+    """No pod roll for a stack that does not use it: the same grafana.ini, byte for byte."""
+    plain = _views_run(None)
+    assert plain.one(CONFIG_MAP, VIEWS_CONFIG).inputs["data"]["grafana.ini"] == grafana_ini()
+    assert "oidc-ca.crt" not in plain.one(CONFIG_MAP, VIEWS_CONFIG).inputs["data"]

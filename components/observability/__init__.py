@@ -7,5 +7,6 @@ own series by prom-label-proxy.
 """
 
 from components.observability.component import Observability, ObservabilityArgs
+from components.observability.team_sign_in import TeamViewsSignIn
 
-__all__ = ["Observability", "ObservabilityArgs"]
+__all__ = ["Observability", "ObservabilityArgs", "TeamViewsSignIn"]

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 
 from components.observability.dashboards import dashboard_files
 from components.observability.prometheus_values import grafana_service, kube_prometheus_values
+from components.observability.team_sign_in import TeamViewsSignIn
 from components.observability.team_views import TeamViews, TeamViewsArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
@@ -88,6 +89,8 @@ class ObservabilityArgs:
     """Team -> its queue's GPU limit (-1: none)."""
     team_members: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Team -> its members, each given a login of their own to the team's view."""
+    team_sign_in: TeamViewsSignIn | None = None
+    """Members sign in to the team views through the identity provider (observability.teamViewsSignIn)."""
     host_address: pulumi.Input[str] = ""
     """Where team members reach their views."""
     grafana_version: str = ""
@@ -171,6 +174,7 @@ class Observability(pulumi.ComponentResource):
                 teams=self._args.teams,
                 limits=self._args.team_limits,
                 members=self._args.team_members,
+                sign_in=self._args.team_sign_in,
                 price_per_gpu_hour=settings.price_per_gpu_hour,
                 host_address=self._args.host_address,
                 node_port=settings.team_views_node_port,

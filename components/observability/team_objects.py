@@ -12,6 +12,7 @@ from typing import Any
 from components.observability.grafana_teams.reconcile import LIMIT_PLACEHOLDER, LIMITED, TEAM_PLACEHOLDER, UNLIMITED
 from components.observability.team_dashboard import TEAM_DATASOURCE_UID, limit_literal, team_dashboard
 from components.observability.team_rules import series_checks
+from components.observability.team_sign_in import CA_FILE, TeamViewsSignIn, egress_to_provider, generic_oauth
 from components.shared.python_program import LOCKED_CONTAINER, fresh_file_check, python_env
 from components.shared.python_program import program_files as python_program_files
 from config.upstream import (
@@ -102,10 +103,11 @@ def proxy_pod_spec(upstream: str, version: str) -> dict[str, Any]:
     }
 
 
-def grafana_ini() -> str:
+def grafana_ini(sign_in: TeamViewsSignIn | None = None, root_url: str | None = None) -> str:
     """Grafana's settings for the team views: HTTPS, no sign-up, no anonymous access, nothing phoned home, new users
-    Viewers of the organisation they are created in, and Viewers kept out of Explore."""
-    sections = {
+    Viewers of the organisation they are created in, and Viewers kept out of Explore. With `sign_in`, members sign
+    in through the identity provider (team_sign_in.py), which sends them back to `root_url`."""
+    sections: dict[str, dict[str, str]] = {
         "server": {
             "protocol": "https",
             "http_port": str(GRAFANA_PORT),
@@ -127,6 +129,10 @@ def grafana_ini() -> str:
         # policy would block it anyway (an unknown key is ignored by older versions).
         "plugins": {"preinstall_disabled": "true"},
     }
+    if sign_in is not None:
+        # The redirect URI the provider must know is <root_url>login/generic_oauth.
+        sections["server"]["root_url"] = root_url or ""
+        sections["auth.generic_oauth"] = generic_oauth(sign_in, STATE_MOUNT)
     return "".join(
         f"[{section}]\n" + "".join(f"{key} = {value}\n" for key, value in values.items()) + "\n"
         for section, values in sections.items()
@@ -193,7 +199,7 @@ def secret_state(admin: str, passwords: Mapping[str, str], namespaces: Mapping[s
     )
 
 
-def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, Any]:
+def grafana_pod_spec(version: str, config_map: str, secret: str, *, provider_ca: bool = False) -> dict[str, Any]:
     """Grafana and its reconciler; the pod is Ready only once every team's organisation is built."""
     state = [
         {"name": "config", "mountPath": STATE_MOUNT, "readOnly": True},
@@ -256,7 +262,13 @@ def grafana_pod_spec(version: str, config_map: str, secret: str) -> dict[str, An
             },
         ],
         "volumes": [
-            {"name": "config", "configMap": {"name": config_map, "items": _items("grafana.ini", "state.json")}},
+            {
+                "name": "config",
+                "configMap": {
+                    "name": config_map,
+                    "items": _items("grafana.ini", "state.json", *([CA_FILE] if provider_ca else [])),
+                },
+            },
             {"name": "program", "configMap": {"name": config_map, "items": _items(*sorted(program_files()))}},
             {"name": "secrets", "secret": {"secretName": secret, "items": _items("secrets.json")}},
             {"name": "tls", "secret": {"secretName": secret, "items": _items("tls.crt", "tls.key")}},
@@ -290,11 +302,15 @@ def proxy_policy() -> dict[str, Any]:
     }
 
 
-def grafana_policy() -> dict[str, Any]:
-    """Team members reach Grafana on its HTTPS port; Grafana reaches the proxy and DNS, never Prometheus itself."""
+def grafana_policy(sign_in: TeamViewsSignIn | None = None) -> dict[str, Any]:
+    """Team members reach Grafana on its HTTPS port; Grafana reaches the proxy and DNS, never Prometheus itself,
+    and with `sign_in` the identity provider's token endpoint."""
+    egress = [{"to": [_pods(PROXY)], "ports": [{"port": PROXY_PORT, "protocol": "TCP"}]}, DNS]
+    if sign_in is not None:
+        egress.append(egress_to_provider(sign_in))
     return {
         "podSelector": {"matchLabels": {"app": NAME}},
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [{"ports": [{"port": GRAFANA_PORT, "protocol": "TCP"}]}],
-        "egress": [{"to": [_pods(PROXY)], "ports": [{"port": PROXY_PORT, "protocol": "TCP"}]}, DNS],
+        "egress": egress,
     }

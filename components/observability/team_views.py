@@ -6,6 +6,7 @@ whose only data source goes through prom-label-proxy, which adds the team's name
 selector. One proxy and one Grafana serve every team (docs/security.md, "Team views").
 """
 
+import functools
 import hashlib
 import ipaddress
 import json
@@ -33,6 +34,7 @@ from components.observability.team_objects import (
     secret_state,
 )
 from components.observability.team_rules import prometheus_rule_spec
+from components.observability.team_sign_in import CA_FILE, TeamViewsSignIn
 from components.shared.labels import MANAGED_BY
 
 PROMETHEUS_RULE_API = ("monitoring.coreos.com/v1", "PrometheusRule")
@@ -59,9 +61,11 @@ class TeamViewsArgs:
     grafana_version: str
     proxy_version: str
     rule_labels: Mapping[str, str]
+    """Labels the stack's Prometheus selects rules by (those it selects ServiceMonitors by)."""
     members: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Team -> its members: each gets a Viewer login of their own, `<team>.<member>`, in the team's organisation."""
-    """Labels the stack's Prometheus selects rules by (those it selects ServiceMonitors by)."""
+    sign_in: TeamViewsSignIn | None = None
+    """Members sign in through the identity provider too (team_sign_in.py), a Viewer of their groups' teams."""
     rules_after: Sequence[pulumi.Resource] = ()
     """What serves the PrometheusRule kind (the stack's release, in install mode). A dependency of this component
     would not hold its children back: each child waits only for its own dependencies, and pulumi-kubernetes gives
@@ -113,7 +117,15 @@ class TeamViews(pulumi.ComponentResource):
             indent=1,
             sort_keys=True,
         )
-        config_data = {"state.json": state, "grafana.ini": grafana_ini(), **program_files()}
+        sign_in = args.sign_in
+        ini: pulumi.Input[str] = grafana_ini()
+        config_data: dict[str, pulumi.Input[str]] = {"state.json": state, **program_files()}
+        if sign_in is not None:
+            root_url = pulumi.Output.concat("https://", args.host_address, f":{args.node_port}/")
+            ini = root_url.apply(functools.partial(grafana_ini, sign_in))
+            if sign_in.certificate_authority:
+                config_data[CA_FILE] = sign_in.certificate_authority
+        config_data["grafana.ini"] = ini
         meta = {"name": NAME, "namespace": namespace, "labels": MANAGED_BY}
         config_map = k8s.core.v1.ConfigMap(f"{name}-config", metadata=meta, data=config_data, opts=child)
         secrets = pulumi.Output.all(admin.result, *(p.result for p in passwords.values())).apply(
@@ -236,12 +248,19 @@ class TeamViews(pulumi.ComponentResource):
                         "labels": {**MANAGED_BY, "app": NAME},
                         "annotations": {"gpu-tenancy/state": fingerprint},
                     },
-                    "spec": grafana_pod_spec(args.grafana_version, NAME, NAME),
+                    "spec": grafana_pod_spec(
+                        args.grafana_version,
+                        NAME,
+                        NAME,
+                        provider_ca=bool(args.sign_in and args.sign_in.certificate_authority),
+                    ),
                 },
             },
             opts=opts.merge(pulumi.ResourceOptions(depends_on=mounted)),
         )
-        k8s.networking.v1.NetworkPolicy(f"{name}-grafana-policy", metadata=meta, spec=grafana_policy(), opts=opts)
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-grafana-policy", metadata=meta, spec=grafana_policy(args.sign_in), opts=opts
+        )
         # The port is set, never left to the API server: a random one could be a port a team is promised later.
         k8s.core.v1.Service(
             f"{name}-grafana-service",

@@ -6,14 +6,23 @@ dashboards to a Prometheus Operator stack that already runs (e.g. MicroK8s'
 observability add-on); `off` does neither.
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.issues import MISSING, ConfigIssue, ConfigIssues
 from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
-from config.types import NODE_PORT_RANGE, ConfigModel, HelmReleaseName, KubernetesName, PrometheusUrl
+from config.types import (
+    NODE_PORT_RANGE,
+    ConfigModel,
+    HelmReleaseName,
+    KubernetesName,
+    PrometheusUrl,
+    require_str,
+)
 from config.upstream import GRAFANA_DASHBOARD_LABEL, GRAFANA_SIDECAR_LABELS, MICROK8S_OBSERVABILITY_RELEASE
 
 PROMETHEUS_PORT = 9090
@@ -45,6 +54,31 @@ KUBE_PROMETHEUS_STACK_OWNED_VALUES: OwnedValues = {
     ),
 }
 """kube-prometheus-stack values the platform sets (charts/kube-prometheus-stack/values.yaml @88.5.3)."""
+
+
+def _https_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname:
+        raise PydanticCustomError(
+            "https_url",
+            "is not an https URL: give the provider's endpoint, e.g. {example}",
+            {"example": "https://login.example.com/realms/ml/protocol/openid-connect/auth"},
+        )
+    return value
+
+
+HttpsUrl = Annotated[str, BeforeValidator(require_str), AfterValidator(_https_url)]
+
+
+class TeamViewsSignInConfig(ConfigModel):
+    """Members sign in to the team views through the identity provider of vcluster.oidc: Grafana's generic OAuth,
+    as a public client with PKCE (no client secret), each member a Viewer of their groups' teams."""
+
+    auth_url: HttpsUrl = Field(description="The provider's authorization endpoint (its discovery's).")
+    token_url: HttpsUrl = Field(description="The provider's token endpoint (its discovery's).")
+    client_id: str | None = Field(
+        default=None, min_length=1, description="The client registered for the views; default vcluster.oidc.clientId."
+    )
 
 
 class ObservabilityConfig(ConfigModel):
@@ -83,6 +117,11 @@ class ObservabilityConfig(ConfigModel):
         default=None,
         description="A Grafana login per team that shows its own GPU use and nothing of another team's "
         "(docs/teams.md). Default: on with install, off with existing.",
+    )
+    team_views_sign_in: TeamViewsSignInConfig | None = Field(
+        default=None,
+        description="Members sign in to their team's view through the identity provider (vcluster.oidc), as "
+        "members of tenants[].groups, instead of with a login each.",
     )
     team_views_node_port: int = Field(
         default=30080,
