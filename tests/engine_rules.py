@@ -32,10 +32,11 @@ def failure_text(command: str, stdout: str, stderr: str, exit_error: str = "exit
 # - a replacement creates the new resource first and deletes the old one at the end of the update, in reverse
 #   dependency order, unless deleteBeforeReplace;
 # - the Kubernetes provider replaces itself when its clusterIdentifier changes, and not otherwise while it is set
-#   (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig @v4.32.0); a Helm release is replaced
-#   when its name or namespace changes (helm_release.go Diff, forceNewFields ".name", ".namespace"), any other
-#   object when its metadata.name or metadata.namespace does, or a field the API server keeps immutable
-#   (diff.go forceNew).
+#   (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig @v4.32.0); a ConfigMap or Secret whose
+#   contents change is replaced unless its provider says they are mutable (diff.go forceNewProperties); a Helm
+#   release is replaced when its name or namespace changes (helm_release.go Diff, forceNewFields ".name",
+#   ".namespace"), any other object when its metadata.name or metadata.namespace does, or a field the API server
+#   keeps immutable (diff.go forceNew).
 
 _PATH = re.compile(r"[^.\[\]]+|\[(\d+|\*)\]")
 
@@ -88,19 +89,25 @@ class Step:
     type: str
 
 
-def _replaces(old: Registration, new: Registration, inputs: dict[str, Any], replaced: set[str]) -> bool:
+def _replaces(
+    old: Registration, new: Registration, inputs: dict[str, Any], replaced: set[str], mutable: frozenset[str]
+) -> bool:
     if new.type.startswith("pulumi:providers:kubernetes"):
         before, after = old.inputs.get("clusterIdentifier"), inputs.get("clusterIdentifier")
         return bool(before and after and before != after)
     return (
         new.provider.rsplit("::", 1)[0] in replaced
         or any(list(_get(old.inputs, _parts(p))) != list(_get(inputs, _parts(p))) for p in new.replace_on_changes)
-        or _provider_replaces(old, new, inputs)
+        or _provider_replaces(old, new, inputs, mutable)
     )
 
 
-def _provider_replaces(old: Registration, new: Registration, inputs: dict[str, Any]) -> bool:
-    """What pulumi-kubernetes' (and pulumi-tls') Diff asks to replace."""
+def _provider_replaces(
+    old: Registration, new: Registration, inputs: dict[str, Any], mutable: frozenset[str] = frozenset()
+) -> bool:
+    """What pulumi-kubernetes' (and pulumi-tls') Diff asks to replace. `mutable`: the kinds (ConfigMap, Secret) the
+    resource's provider was told are mutable; the others are replaced when their contents change
+    (pulumi/pulumi-kubernetes provider/pkg/provider/diff.go forceNewProperties @v4.32.0)."""
     if new.type == "kubernetes:helm.sh/v3:Release":
         return any(old.inputs.get(k) != inputs.get(k) for k in ("name", "namespace"))
     if new.type in TLS_FORCE_NEW:
@@ -110,7 +117,8 @@ def _provider_replaces(old: Registration, new: Registration, inputs: dict[str, A
     before, after = old.inputs.get("metadata") or {}, inputs.get("metadata") or {}
     # Also the fields the API server will not change in place (diff.go forceNew: a Job's template, completions,
     # parallelism and selector; a binding's roleRef).
-    immutable = FORCE_NEW.get(new.type.rsplit(":", 1)[-1], ())
+    kind = new.type.rsplit(":", 1)[-1]
+    immutable = FORCE_NEW.get(kind, ()) + (() if kind in mutable else CONTENTS_UNLESS_MUTABLE.get(kind, ()))
     return any(before.get(k) != after.get(k) for k in ("name", "namespace")) or any(
         _field(old.inputs, path) != _field(inputs, path) for path in immutable
     )
@@ -136,6 +144,16 @@ FORCE_NEW = {
 }
 
 
+CONTENTS_UNLESS_MUTABLE = {"ConfigMap": ("data", "binaryData"), "Secret": ("data", "stringData", "type")}
+MUTABLE_FLAGS = {"ConfigMap": "enableConfigMapMutable", "Secret": "enableSecretMutable"}
+
+
+def _mutable_kinds(registration: Registration, providers: dict[str, Registration]) -> frozenset[str]:
+    provider = providers.get(registration.provider.rsplit("::", 1)[0]) if registration.provider else None
+    flags = provider.inputs if provider is not None else {}
+    return frozenset(kind for kind, flag in MUTABLE_FLAGS.items() if flags.get(flag) in (True, "true"))
+
+
 def _field(inputs: dict[str, Any], path: str) -> Any:
     node: Any = inputs
     for key in path.split("."):
@@ -146,6 +164,7 @@ def _field(inputs: dict[str, Any], path: str) -> Any:
 def plan(before: ProgramRun, after: ProgramRun) -> list[Step]:
     """The steps `pulumi up` takes from the state `before` left to the program `after`, in order."""
     old = {r.urn: r for r in before.registrations if not r.read}
+    providers = {r.urn: r for r in after.registrations if r.type.startswith("pulumi:providers:")}
     steps: list[Step] = []
     replaced: set[str] = set()
     late_deletes: list[Registration] = []
@@ -157,7 +176,7 @@ def plan(before: ProgramRun, after: ProgramRun) -> list[Step]:
             steps.append(Step("create", new.name, new.type))
             continue
         inputs = _with_ignored(previous, new)
-        if _replaces(previous, new, inputs, replaced):
+        if _replaces(previous, new, inputs, replaced, _mutable_kinds(new, providers)):
             replaced.add(new.urn)
             if new.delete_before_replace:
                 steps.append(Step("delete", previous.name, previous.type))

@@ -328,3 +328,13 @@ def test_removing_a_member_removes_only_their_account_token_and_view_password() 
         "observability-team-views-team-nlp.alice-password",
     }
     assert after <= before
+
+
+def test_every_kubernetes_provider_updates_config_maps_and_secrets_in_place() -> None:
+    """The host's and each tenant's: otherwise a change of a fixed-name ConfigMap's or Secret's contents is a
+    replacement that fails on the real engine (components/shared/providers.py, tests/test_lab_engine.py)."""
+    run = _members_run(["alice"])
+    providers = [r for r in run.registrations if r.type == PROVIDER]
+    assert {r.name for r in providers} == {"host-cluster", "team-nlp-vcluster"}
+    for provider in providers:
+        assert (provider.inputs["enableConfigMapMutable"], provider.inputs["enableSecretMutable"]) == ("true", "true")

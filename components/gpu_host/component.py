@@ -28,6 +28,7 @@ from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
 from components.shared.labels import MANAGED_BY, object_name
+from components.shared.providers import MUTABLE_OBJECTS
 from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
 from config.gpu_host.host import BrevHost, HostConfig, KubeconfigHost, SshHost
 from config.upstream import GPU_OPERATOR_COMPONENT_LABEL
@@ -127,6 +128,7 @@ class GpuHost(pulumi.ComponentResource):
             # replace every resource (pulumi/pulumi-kubernetes provider/pkg/provider/provider.go DiffConfig @v4.32.0).
             cluster_identifier=cluster.identifier,
             opts=pulumi.ResourceOptions(parent=self),
+            **MUTABLE_OBJECTS,
         )
         operator = self._gpu_operator(cluster)
         self.ready = self._gate(operator, cluster)

@@ -19,6 +19,7 @@ from components.shared.gate_pod import GateStep
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
+from components.shared.providers import MUTABLE_OBJECTS
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
 from components.vcluster_tenant.kai_rules import MIN_GPU_MEMORY_ANNOTATION, memory_floor_mib, namespace_annotations
 from components.vcluster_tenant.members import (
@@ -313,6 +314,7 @@ class VClusterTenant(pulumi.ComponentResource):
             # Stable from config alone: the kubeconfig is unknown in a preview of a new tenant or an endpoint
             # change, and without an identity every add-on would be planned as a replacement.
             cluster_identifier=f"{args.host_cluster_identifier}/vcluster/{self._tenant}",
+            **MUTABLE_OBJECTS,
             # A read records no dependency on what its id came from, so the chain to the control plane is
             # stated here: destroy then deletes every add-on while its API server still serves.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[gate]),

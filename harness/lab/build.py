@@ -29,6 +29,7 @@ VCLUSTER_VERSIONS = ("0.35.1", "0.36.1")
 """The vCluster releases the lab builds: the one the fence was read against and the next minor, whose chart
 ../shared/reference holds, so a tenant's upgrade runs on the real programs."""
 KINE_MODULE = GO_MODULE.with_name("go-kine")
+PULUMI_MODULE = GO_MODULE.with_name("go-pulumi")
 CACHE_VARIABLE = "GPU_TENANCY_LAB_CACHE"
 
 
@@ -90,6 +91,8 @@ COMPONENTS = (
         "github.com/ray-project/kuberay/ray-operator",
         GO_MODULE.with_name("go-kuberay"),
     ),
+    # The real engine (docs/lab.md, "The real Pulumi engine").
+    Component("pulumi", "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi", "github.com/pulumi/pulumi/pkg/v3", PULUMI_MODULE),
 )
 MAIN_MODULES = tuple(dict.fromkeys(c.main_module for c in COMPONENTS))
 
@@ -107,7 +110,8 @@ def version_of(component: Component) -> str:
 def _ldflags() -> str:
     """Version stamps as each project's release build sets them, so `/version` and `--version` tell the truth:
     kubernetes hack/lib/version.sh (kube::version::ldflags @v1.36.3), kwok hack/releases.sh @v0.8.0,
-    prom-label-proxy .promu.yml @v0.14.0."""
+    prom-label-proxy .promu.yml @v0.14.0, pulumi .goreleaser.yml (its -X of sdk/v3/go/common/version.Version,
+    read in the newest snapshot: it has no v3.274.0 tag)."""
     versions = pinned_versions()
     kubernetes = versions["k8s.io/kubernetes"]
     major, minor = kubernetes.removeprefix("v").split(".")[:2]
@@ -120,6 +124,8 @@ def _ldflags() -> str:
     flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions['sigs.k8s.io/kwok'].removeprefix('v')}")
     proxy = versions["github.com/prometheus-community/prom-label-proxy"].removeprefix("v")
     flags.append(f"-X github.com/prometheus/common/version.Version={proxy}")
+    pulumi = pinned_versions(PULUMI_MODULE)["github.com/pulumi/pulumi/pkg/v3"]
+    flags.append(f"-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version={pulumi}")
     return " ".join(["-s", "-w", *flags])
 
 
