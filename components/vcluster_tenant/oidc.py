@@ -8,6 +8,7 @@ claim can name a `system:` user or group, nor a member's ServiceAccount.
 """
 
 import base64
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ CA_CONFIGMAP = "gpu-tenancy-oidc-ca"
 vCluster trust another provider, where it is cluster-admin already."""
 CA_KEY = "ca.crt"
 CA_DIRECTORY = "/etc/gpu-tenancy/oidc"
+CA_DIGEST_ANNOTATION = "gpu-tenancy/oidc-ca"
+"""On the control plane's pod (chart controlPlane.statefulSet.pods.annotations @v0.35.1)."""
 BINDING = "gpu-tenancy-oidc-groups"
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 """What kubelogin's own examples configure (int128/kubelogin README.md, docs/usage.md @2188e25d)."""
@@ -58,7 +61,11 @@ def with_oidc(values: dict[str, Any], oidc: OidcConfig) -> dict[str, Any]:
         mount = {"name": CA_CONFIGMAP, "mountPath": CA_DIRECTORY, "readOnly": True}
         persistence["addVolumes"] = [*(persistence.get("addVolumes") or []), volume]
         persistence["addVolumeMounts"] = [*(persistence.get("addVolumeMounts") or []), mount]
-        control_plane["statefulSet"] = {**stateful_set, "persistence": persistence}
+        # kube-apiserver reads the CA file when it starts: a new CA restarts the control plane.
+        pods = dict(stateful_set.get("pods") or {})
+        digest = hashlib.sha256(oidc.certificate_authority.encode()).hexdigest()[:16]
+        pods["annotations"] = {**(pods.get("annotations") or {}), CA_DIGEST_ANNOTATION: digest}
+        control_plane["statefulSet"] = {**stateful_set, "persistence": persistence, "pods": pods}
     return {**values, "controlPlane": control_plane}
 
 
