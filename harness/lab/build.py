@@ -4,9 +4,10 @@ The cluster's components are tools of one main module (`harness/lab/go`), so one
 compiles their shared dependencies (client-go, grpc, prometheus) once and the modules resolve
 to one Kubernetes patch. Each vCluster release the lab runs (`go-vcluster-<version>`, one per
 version, so a tenant can be upgraded from one to the next), its kine (`go-kine`, which needs
-cgo for SQLite) and each workload operator (`go-training-operator`, `go-kuberay`) have lock
-files of their own: each pins the dependencies its release was built with, which the
-cluster's must not move. The binaries land in a folder named after a digest of every go.mod
+cgo for SQLite), each workload operator (`go-training-operator`, `go-kuberay`) and the real
+Pulumi engine (`go-pulumi`, its CLI; `go-pulumi-kubernetes`, its Kubernetes provider) have lock
+files of their own: each pins the dependencies its release was built with, which the cluster's
+must not move. The binaries land in a folder named after a digest of every go.mod
 and go.sum, the Go version and the flags: the same pins find the same folder, so a second
 `up` builds nothing and a new pin builds next to the old (Go's build cache keeps what the
 old pins compiled). GPU_TENANCY_LAB_CACHE moves the cache (default ~/.cache/gpu-tenancy/lab);
@@ -15,6 +16,7 @@ Go's own module and build caches stay where `go env` puts them.
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -30,6 +32,8 @@ VCLUSTER_VERSIONS = ("0.35.1", "0.36.1")
 ../shared/reference holds, so a tenant's upgrade runs on the real programs."""
 KINE_MODULE = GO_MODULE.with_name("go-kine")
 PULUMI_MODULE = GO_MODULE.with_name("go-pulumi")
+PULUMI_KUBERNETES_RELEASE = "v4.25.0"
+"""The tag of the commit the module proxy serves pulumi-kubernetes' provider module at (go-pulumi-kubernetes)."""
 CACHE_VARIABLE = "GPU_TENANCY_LAB_CACHE"
 
 
@@ -43,6 +47,8 @@ class Component:
     main_module: Path = GO_MODULE
     """The lock file's folder."""
     cgo: bool = False
+    embeds_schema: bool = False
+    """A Pulumi provider whose main package embeds its schema, generated at release time (below)."""
 
 
 def vcluster_binary(version: str) -> str:
@@ -93,6 +99,13 @@ COMPONENTS = (
     ),
     # The real engine (docs/lab.md, "The real Pulumi engine").
     Component("pulumi", "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi", "github.com/pulumi/pulumi/pkg/v3", PULUMI_MODULE),
+    Component(
+        "pulumi-resource-kubernetes",
+        "github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",
+        "github.com/pulumi/pulumi-kubernetes/provider/v4",
+        GO_MODULE.with_name("go-pulumi-kubernetes"),
+        embeds_schema=True,
+    ),
 )
 MAIN_MODULES = tuple(dict.fromkeys(c.main_module for c in COMPONENTS))
 
@@ -164,11 +177,47 @@ def built() -> Path | None:
 
 
 def _builds() -> dict[tuple[Path, bool], list[Component]]:
-    """One `go build` per lock file and cgo setting, with its components."""
+    """One `go build` per lock file and cgo setting, with its components (a provider that embeds its schema is
+    built on its own)."""
     builds: dict[tuple[Path, bool], list[Component]] = {}
     for component in COMPONENTS:
-        builds.setdefault((component.main_module, component.cgo), []).append(component)
+        if not component.embeds_schema:
+            builds.setdefault((component.main_module, component.cgo), []).append(component)
     return builds
+
+
+def _build_with_schema(component: Component, staging: Path, environment: dict[str, str]) -> None:
+    """pulumi-kubernetes' main package embeds schema-embed.json and terraform-mapping-embed.json, which its
+    release writes from the committed schema.json and terraform-mapping.json with `VERSION=<tag> go run
+    generate.go` (its //go:generate; the module zip leaves both out, as .gitignore does). Go will not let a build
+    add files to the module cache, so the module is vendored into a work folder, the two files are generated from
+    the module's own inputs and put beside its main package there, and that copy is built (pulumi/pulumi-kubernetes
+    provider/cmd/pulumi-resource-kubernetes/main.go, generate.go, .goreleaser.yml @v4.25.0)."""
+    work = staging / f".{component.binary}"
+    work.mkdir()
+    for name in ("go.mod", "go.sum"):
+        shutil.copy(component.main_module / name, work / name)
+    listed = subprocess.run(
+        [_go(), "list", "-m", "-json", component.module], cwd=work, env=environment, check=True, capture_output=True
+    )
+    source = Path(json.loads(listed.stdout)["Dir"]) / component.package.removeprefix(f"{component.module}/")
+    generator = work / "generate"
+    generator.mkdir()
+    for name in ("generate.go", "schema.json", "terraform-mapping.json"):
+        shutil.copy(source / name, generator / name)
+    release = {**environment, "VERSION": PULUMI_KUBERNETES_RELEASE.removeprefix("v")}
+    subprocess.run([_go(), "run", "./generate.go"], cwd=generator, env=release, check=True)
+    vendored = {**environment, "GOFLAGS": "-mod=mod"}
+    subprocess.run([_go(), "mod", "vendor", "-e"], cwd=work, env=vendored, check=True, capture_output=True)
+    main = work / "vendor" / component.package
+    for name in ("schema-embed.json", "terraform-mapping-embed.json"):
+        shutil.copy(generator / name, main / name)
+    stamp = f"-s -w -X {component.module}/pkg/version.Version={PULUMI_KUBERNETES_RELEASE}"
+    command = [_go(), "build", "-trimpath", "-mod=vendor", "-ldflags", stamp, "-o", str(staging / component.binary)]
+    result = subprocess.run([*command, component.package], cwd=work, env={**environment, "GOFLAGS": ""}, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"lab: `go build` of {component.binary} failed (exit {result.returncode}); see above")
+    shutil.rmtree(work)
 
 
 def _output(staging: Path, components: list[Component]) -> str:
@@ -189,7 +238,7 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
         if built() is not None:
             return folder
         names = ", ".join(f"{c.binary} {version_of(c)}" for c in COMPONENTS)
-        progress(f"lab: building {names} from the Go module proxy (a cold build takes about 30 minutes on 2 CPUs)")
+        progress(f"lab: building {names} from the Go module proxy (a cold build takes about 45 minutes on 2 CPUs)")
         staging = folder.with_name(folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
@@ -207,6 +256,10 @@ def build(progress: Callable[[str], None] = lambda line: print(line, file=sys.st
             )
             if result.returncode != 0:
                 raise SystemExit(f"lab: `go build` failed in {main_module} (exit {result.returncode}); see above")
+        for component in COMPONENTS:
+            if component.embeds_schema:
+                environment = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+                _build_with_schema(component, staging, environment)
         staging.rename(folder)
         progress(f"lab: built into {folder}")
         return folder
