@@ -183,8 +183,9 @@ def test_without_mutable_config_maps_a_data_change_replaces_a_fixed_name_and_the
     lab: Lab, engine: Engine
 ) -> None:
     """Why every provider of the program says ConfigMaps and Secrets are mutable: otherwise a change of contents is a
-    replacement, created before the old one is deleted, under the same name, and the new object's apply conflicts
-    with the old one's field manager. The model plans the replacement; the real engine fails on it."""
+    replacement, created before the old one is deleted, under the same name, and the create fails. The model plans
+    the replacement; the real engine fails on it. (v4.25.0 applies the new object over the old and conflicts with its
+    field manager; later providers refuse it as AlreadyExists: provider/pkg/await/await.go Creation @v4.32.0.)"""
     kubeconfig = (lab.state / "kubeconfig").read_text()
     before = Shape(mutable=False)
     after = Shape(maps=(("first", "uno"), ("second", "two")), mutable=False)
