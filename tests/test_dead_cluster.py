@@ -3,7 +3,7 @@ forgotten so that the restore `up` and `destroy` finish without it (ops/forget_c
 
 The state is modelled as `pulumi stack export` writes it (apitype DeploymentV3: each resource's urn, type, parent,
 provider reference `<urn>::<id>` and dependencies, in registration order), and the engine's plan as
-tests/engine_rules.py reproduces it from its source; the engine issue runs both on the real engine.
+tests/engine_rules.py reproduces it from its source; tests/test_lab_engine.py runs the remedy on the real engine.
 """
 
 import json

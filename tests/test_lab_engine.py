@@ -7,7 +7,11 @@ steps they take are compared with the model's, case by case. Each case is one ru
 """
 
 import dataclasses
+import json
+import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +20,7 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi import automation as auto
 
-from harness import run_pulumi
+from harness import ROOT, run_pulumi
 from harness.lab.build import PULUMI_KUBERNETES_RELEASE
 from harness.lab.cluster import read_lab
 from harness.lab.engine import Engine
@@ -198,3 +202,68 @@ def test_without_mutable_config_maps_a_data_change_replaces_a_fixed_name_and_the
         stack.up()
     assert lab.admin.get("v1", "ConfigMap", "first", NAMESPACE)["data"] == {"value": "one"}, "the old one stays"
     stack.destroy()
+
+
+def _chart(folder: Path) -> Path:
+    """The smallest chart: one ConfigMap."""
+    (folder / "templates").mkdir(parents=True)
+    (folder / "Chart.yaml").write_text("apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-the-chart"}, "data": {"a": "b"}}
+    (folder / "templates" / "configmap.yaml").write_text(json.dumps(manifest))
+    return folder
+
+
+def dead_cluster_program(kubeconfig: str, chart: Path | None) -> Callable[[], None]:
+    """The cluster's provider (its identity kept), a plain object and, with `chart`, a Helm release."""
+
+    def build() -> None:
+        provider = k8s.Provider(
+            "lab",
+            kubeconfig=kubeconfig,
+            cluster_identifier="lab",
+            enable_config_map_mutable=True,
+            opts=pulumi.ResourceOptions(version=PROVIDER_VERSION),
+        )
+        if chart is None:
+            return
+        inside = pulumi.ResourceOptions(provider=provider)
+        k8s.core.v1.ConfigMap("plain", metadata={"name": "plain", "namespace": NAMESPACE}, opts=inside)
+        k8s.helm.v3.Release("release", name="tiny", chart=str(chart), namespace=NAMESPACE, opts=inside)
+
+    return build
+
+
+def _kinds_in_state(stack: auto.Stack) -> set[str]:
+    deployment = stack.export_stack().deployment
+    assert deployment is not None
+    return {resource["type"] for resource in deployment.get("resources") or []}
+
+
+def test_a_dead_cluster_stops_the_up_at_its_helm_release_until_the_state_forgets_it(
+    lab: Lab, engine: Engine, tmp_path: Path
+) -> None:
+    """ops/forget_cluster.py's premise and its remedy, on the real engine (its provider v4.25.0): with the cluster
+    gone (its provider now reaches nothing), PULUMI_K8S_DELETE_UNREACHABLE lets the plain object go from the state,
+    but the release's delete fails and so does the `up`; `pulumi stack export`, the tool, and `pulumi stack import`
+    leave a state the same `up` finishes from."""
+    kubeconfig = (lab.state / "kubeconfig").read_text()
+    stack = engine.stack("engine-rules", "dead-cluster", dead_cluster_program(kubeconfig, _chart(tmp_path / "tiny")))
+    stack.up()
+    dead = re.sub(r"server: \S+", "server: https://127.0.0.1:1", kubeconfig)
+    stack.workspace.program = dead_cluster_program(dead, None)
+    stack.workspace.env_vars = {**stack.workspace.env_vars, "PULUMI_K8S_DELETE_UNREACHABLE": "true"}
+    with pytest.raises(auto.CommandError, match="release"):
+        stack.up()
+    left = _kinds_in_state(stack)
+    assert "kubernetes:helm.sh/v3:Release" in left, left
+    assert "kubernetes:core/v1:ConfigMap" not in left, "a plain object of an unreachable cluster is let go"
+
+    export = tmp_path / "before.json"
+    export.write_text(json.dumps({"version": 3, "deployment": stack.export_stack().deployment}))
+    forgotten = subprocess.run(
+        [sys.executable, "-m", "ops.forget_cluster", str(export)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    stack.import_stack(auto.Deployment(**json.loads(forgotten.stdout)))
+    stack.up()
+    left = _kinds_in_state(stack)
+    assert not {t for t in left if t.startswith("kubernetes:")}, left
