@@ -488,8 +488,9 @@ def test_a_member_reads_the_teams_queue_inside_its_vcluster_kept_current_and_unc
     use once KAI's queue controller writes it (the lab runs no KAI: the test writes the status as it does), a
     member's edit undone, and no syncer able to read another team's ConfigMaps for it."""
     gpu = next(q for q in parse_stack_config(dev_settings()).queues if q.name == "team-nlp").resources.gpu
-    text = eventually(lambda: _queue_view(lab, "team-nlp"), within=120)
-    assert text.startswith("Your queue team-nlp, in GPUs:\n"), text
+    # Until the controller's first resync after the stack's queues exist (every 30 s), the view says there is none.
+    header = "Your queue team-nlp, in GPUs:\n"
+    text = eventually(lambda: (view := _queue_view(lab, "team-nlp")) and view.startswith(header) and view, within=120)
     assert f"  guaranteed (quota)   {gpu.quota:g}" in text.splitlines()
     assert "Its parent ml-org, in GPUs:" in text.splitlines()
     assert "fair share now       unknown (KAI's scheduler did not answer" in text, "the lab runs no KAI scheduler"
