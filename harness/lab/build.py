@@ -197,10 +197,16 @@ def _build_with_schema(component: Component, staging: Path, environment: dict[st
     work.mkdir()
     for name in ("go.mod", "go.sum"):
         shutil.copy(component.main_module / name, work / name)
-    listed = subprocess.run(
-        [_go(), "list", "-m", "-json", component.module], cwd=work, env=environment, check=True, capture_output=True
+    # `go list -m` names a module's folder only once it is in the module cache; `go mod download` puts it there
+    # first (a cold cache has nothing yet).
+    downloaded = subprocess.run(
+        [_go(), "mod", "download", "-json", component.module],
+        cwd=work,
+        env=environment,
+        check=True,
+        capture_output=True,
     )
-    source = Path(json.loads(listed.stdout)["Dir"]) / component.package.removeprefix(f"{component.module}/")
+    source = Path(json.loads(downloaded.stdout)["Dir"]) / component.package.removeprefix(f"{component.module}/")
     generator = work / "generate"
     generator.mkdir()
     for name in ("generate.go", "schema.json", "terraform-mapping.json"):
