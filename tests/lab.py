@@ -130,7 +130,7 @@ def serve_kai_webhook(state: Path, admin: Kube) -> None:
     folder = state / "kai-webhook"
     folder.mkdir(exist_ok=True)
     authority = lab_pki.Authority.create()
-    name = lab_pki._name(f"{NAME}.{NAMESPACE}.svc")
+    name = lab_pki.subject(f"{NAME}.{NAMESPACE}.svc")
     certificate, key = authority.issue(name, server_names=(f"{NAME}.{NAMESPACE}.svc", gateway))
     (folder / "tls.crt").write_bytes(certificate)
     (folder / "tls.key").write_bytes(key)

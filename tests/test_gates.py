@@ -157,7 +157,7 @@ def queue_webhook(gates: Lab) -> Iterator[type[_Refuser]]:
     """A Queue webhook served from this test, at the lab's bridge address, as KAI's binder serves its own."""
     handler = type("Refuser", (_Refuser,), {"refusals": 0, "seen": 0})
     authority = lab_pki.Authority.create()
-    certificate, key = authority.issue(lab_pki._name("queues.lab-gates.svc"), server_names=("queues.lab-gates.svc",))
+    certificate, key = authority.issue(lab_pki.subject("queues.lab-gates.svc"), server_names=("queues.lab-gates.svc",))
     folder = gates.state / "queue-webhook"
     folder.mkdir(exist_ok=True)
     (folder / "tls.crt").write_bytes(certificate)

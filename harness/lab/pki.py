@@ -55,7 +55,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _name(common_name: str, organisations: tuple[str, ...] = ()) -> x509.Name:
+def subject(common_name: str, organisations: tuple[str, ...] = ()) -> x509.Name:
     attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organisations]
     return x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
@@ -66,10 +66,17 @@ class Authority:
     certificate: x509.Certificate
 
     @classmethod
+    def load(cls, pki: "Pki") -> "Authority":
+        """The lab's own authority, from the files create_pki wrote."""
+        key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        return cls(key, x509.load_pem_x509_certificate(pki.ca.read_bytes()))
+
+    @classmethod
     def create(cls) -> "Authority":
         key = _key()
         now = datetime.datetime.now(datetime.UTC)
-        name = _name("gpu-tenancy-lab-ca")
+        name = subject("gpu-tenancy-lab-ca")
         certificate = (
             x509.CertificateBuilder()
             .subject_name(name)
@@ -161,12 +168,12 @@ def create_pki(folder: Path, server_names: tuple[str, ...]) -> Pki:
     authority = Authority.create()
     _write(pki.ca, authority.certificate_pem)
     _write(pki.ca_key, _pem_key(authority.key), secret=True)
-    certificate, key = authority.issue(_name("kube-apiserver"), server_names=(*server_names, *CLUSTER_DOMAIN_NAMES))
+    certificate, key = authority.issue(subject("kube-apiserver"), server_names=(*server_names, *CLUSTER_DOMAIN_NAMES))
     _write(pki.server_certificate, certificate)
     _write(pki.server_key, key, secret=True)
     _write(pki.service_account_key, _pem_key(_key()), secret=True)
     for identity in CLIENTS:
-        certificate, key = authority.issue(_name(identity.user, identity.groups), client=True)
+        certificate, key = authority.issue(subject(identity.user, identity.groups), client=True)
         certificate_path, key_path = pki.client(identity)
         _write(certificate_path, certificate)
         _write(key_path, key, secret=True)
