@@ -2,11 +2,12 @@
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.lab import cluster
 from harness.lab.apply import apply_stack
+from harness.lab.engine_stack import run_cli
 from harness.lab.operators import BY_NAME, start_operator
 
 
@@ -32,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     operator.add_argument("name", choices=sorted(BY_NAME))
     operator.add_argument("--tenant", required=True, help="the tenant's name, as `status` lists it")
     operator.add_argument("--state", type=Path, required=True)
+    engine = commands.add_parser(
+        "pulumi",
+        help="the lab's real Pulumi CLI on a lab copy of a stack: python -m harness.lab pulumi --state DIR "
+        "--stack dev -- preview (docs/lab.md)",
+    )
+    engine.add_argument("--state", type=Path, required=True)
+    engine.add_argument("--stack", required=True, help="a stack name (Pulumi.<STACK>.yaml) or a stack file's path")
+    engine.add_argument("args", nargs=argparse.REMAINDER, help="the CLI's arguments, after --")
     down = commands.add_parser("down", help="stop everything up and apply started; the logs stay")
     down.add_argument("--state", type=Path, required=True)
     return parser
@@ -39,20 +48,28 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "up":
-        if args.gpu_nodes < 1 or args.gpus_per_node < 1:
-            print("lab: --gpu-nodes and --gpus-per-node are at least 1", file=sys.stderr)
-            return 2
-        cluster.up(args.state, gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node)
-        return 0
-    if args.command == "status":
-        return cluster.status(args.state, as_json=args.json)
-    if args.command == "down":
-        cluster.down(args.state)
-        return 0
-    if args.command == "operator":
-        return _run_operator(args.name, args.tenant, args.state)
-    return apply_stack(args.stack, args.state)
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "up": _up,
+        "status": lambda a: cluster.status(a.state, as_json=a.json),
+        "down": _down,
+        "operator": lambda a: _run_operator(a.name, a.tenant, a.state),
+        "pulumi": lambda a: run_cli(a.state.resolve(), a.stack, a.args[1:] if a.args[:1] == ["--"] else a.args),
+        "apply": lambda a: apply_stack(a.stack, a.state),
+    }
+    return commands[args.command](args)
+
+
+def _down(args: argparse.Namespace) -> int:
+    cluster.down(args.state)
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    if args.gpu_nodes < 1 or args.gpus_per_node < 1:
+        print("lab: --gpu-nodes and --gpus-per-node are at least 1", file=sys.stderr)
+        return 2
+    cluster.up(args.state, gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node)
+    return 0
 
 
 def _run_operator(name: str, tenant: str, state: Path) -> int:
