@@ -130,15 +130,13 @@ def prepare(engine: Engine, state: Path, argument: str) -> tuple[LabStack, Json]
         _cli(engine, copy, "stack", "init", name, "--secrets-provider", "passphrase")
     _cli(engine, copy, "stack", "select", name)
     document = yaml.safe_load(copy.stack_file.read_text()) or {}
-    secret = (document.get("config") or {}).get(f"{PROJECT}:kubeconfig")
     document["config"] = {f"{PROJECT}:{key}": value for key, value in settings.items()}
-    if secret is not None:
-        document["config"][f"{PROJECT}:kubeconfig"] = secret
     copy.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
-    if secret is None:
-        # From stdin: a secret never rides in a command line (`pulumi config set` reads a missing value from it).
-        kubeconfig = LabPaths(state).kubeconfig.read_text()
-        _cli(engine, copy, "config", "set", "--secret", "kubeconfig", stdin=kubeconfig)
+    # Set on every command: a lab started again listens on a new port, so its kubeconfig is new (the same one
+    # again is no change to the provider). From stdin: a secret never rides in a command line (`pulumi config
+    # set` reads a missing value from it).
+    kubeconfig = LabPaths(state).kubeconfig.read_text()
+    _cli(engine, copy, "config", "set", "--secret", "kubeconfig", stdin=kubeconfig)
     return copy, settings
 
 
