@@ -3,12 +3,14 @@
 The control plane is configured as MicroK8s 1.36 runs it once this project's `rbac` add-on
 is on (canonical/microk8s microk8s-resources/default-args/* @v1.36; microk8s-core-addons
 addons/rbac/enable sets --authorization-mode=RBAC,Node), with three lab-only changes, each
-for something a machine without a kubelet or kube-proxy lacks:
+for something a machine without a kubelet or kube-proxy lacks, and one record for the tests:
 - etcd 3.6 instead of MicroK8s' dqlite behind kine, as the issue asks;
 - --enable-aggregator-routing, so the API server reaches a webhook's Service at its
   endpoint (the pod's address on the lab's bridge) instead of a ClusterIP no one routes
   (cmd/kube-apiserver/app/server.go buildServiceResolver @v1.36.3);
-- KWOK in place of kubelets, and the lab's kubelet (kubelet.py) for pods it runs itself.
+- KWOK in place of kubelets, and the lab's kubelet (kubelet.py) for pods it runs itself;
+- an audit log of what service accounts write (WRITES_POLICY), so a test can read what a
+  tenant's real syncer sent the host, refused or not.
 """
 
 import base64
@@ -40,6 +42,23 @@ CPU_NODE = "lab-control-plane"
 NVIDIA_RUNTIME_CLASSES = ("nvidia", "nvidia-cdi", "nvidia-legacy")
 ROOT = Path(__file__).resolve().parents[2]
 Progress = Callable[[str], None]
+WRITES_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Request
+  userGroups: [system:serviceaccounts]
+  verbs: [create, update, patch]
+  resources:
+  - group: ""
+    resources: [pods, pods/ephemeralcontainers, pods/resize, pods/status, services, endpoints, configmaps, secrets]
+  - group: discovery.k8s.io
+    resources: [endpointslices]
+- level: None
+"""
+"""The lab's one audit rule: every write of these kinds by a service account, with the object as sent, refused or
+not (the API server logs a request's event when it completes, whatever its answer). A tenant's syncer is one
+(`system:serviceaccount:vcluster-<team>:vc-<team>`), so the log shows what the real syncer sent the host."""
 
 
 def _say(line: str) -> None:
@@ -69,6 +88,11 @@ class LabPaths:
     @property
     def logs(self) -> Path:
         return self.state / "logs"
+
+    @property
+    def writes(self) -> Path:
+        """The audit log of what service accounts write (WRITES_POLICY): what a tenant's syncer sent the host."""
+        return self.logs / "writes.log"
 
 
 def read_lab(state: Path) -> dict[str, Any] | None:
@@ -274,6 +298,8 @@ class _Bringup:
             "apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\n"
             "limits:\n- type: Server\n  qps: 5000\n  burst: 20000\n"
         )
+        audit_policy = paths.config / "writes-policy.yaml"
+        audit_policy.write_text(WRITES_POLICY)
         gateway = self.network.gateway
         apiserver = self.launch(
             "kube-apiserver",
@@ -302,6 +328,12 @@ class _Bringup:
                 f"--bind-address={gateway}",
                 f"--advertise-address={gateway}",
                 "--enable-aggregator-routing=true",
+                # What service accounts write, with the object as sent (WRITES_POLICY).
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={paths.writes}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
             ],
             self.kubernetes,
             ports={"https": ports["apiserver"]},
