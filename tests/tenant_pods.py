@@ -12,6 +12,7 @@ from typing import Any
 from harness import ProgramRun
 from tests.lab import shared_lab
 from tests.lab_admission import Request, decide
+from tests.vcluster_syncer import to_host
 
 VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
 VAPB = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
@@ -98,6 +99,32 @@ def pod(
     }
 
 
+def team_pod(
+    name: str = "train",
+    *,
+    containers: list[Json] | None = None,
+    labels: Json | None = None,
+    annotations: Json | None = None,
+    **spec: Any,
+) -> Json:
+    """A pod as a team writes it in its vCluster's default namespace."""
+    metadata: Json = {"name": name, "namespace": "default", "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": containers or [{"name": "main", "image": "busybox"}], **spec},
+    }
+
+
+def synced(run: ProgramRun, virtual: Json, team: str = "team-nlp") -> Json:
+    """The host pod team-nlp's syncer writes for `virtual` (tests/vcluster_syncer.py), as a team of the run's
+    admission mode writes it."""
+    return as_team(mode(run), to_host(virtual, vcluster=team))
+
+
 def container(name: str = "main", image: str = CUDA, **fields: Any) -> Json:
     return {"name": name, "image": image, **fields}
 
@@ -119,7 +146,8 @@ def as_team(mode: str, p: Json) -> Json:
     if mode == "validate":
         p = copy.deepcopy(p)
         p["metadata"]["labels"].setdefault("kai.scheduler/queue", "team-nlp")
-        p["spec"].setdefault("schedulerName", "kai-scheduler")
+        if p["spec"].get("schedulerName", "default-scheduler") == "default-scheduler":
+            p["spec"]["schedulerName"] = "kai-scheduler"
     return p
 
 

@@ -4,13 +4,12 @@ Each object is what vCluster's syncer writes to the host for what a team created
 Service's whole spec, a used ConfigMap or Secret with its labels, a pod with its volumes
 and security context: loft-sh/vcluster pkg/controllers/resources @v0.35.1), sent through
 the policies the real program registers, as the API server evaluates them
-(tests/admission.py: bindings, selectors, subresources, variables, mutations first). Every
+(tests/lab_admission.py: bindings, selectors, subresources, variables, mutations first). Every
 attack is refused; the objects of ordinary work (DDP, fractions, vLLM, Jupyter, Ray,
 `kubectl debug`) are not.
 """
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from tests.lab_admission import Request
 from tests.stacks import stack
 from tests.tenant_pods import (
     CUDA,
-    SYNCED,
     SYNCER,
     admit,
     admitted,
@@ -32,11 +30,12 @@ from tests.tenant_pods import (
     container,
     create,
     gpus,
-    mode,
     namespace,
     pod,
+    synced,
+    team_pod,
 )
-from tests.vcluster_syncer import to_host
+from tests.vcluster_syncer import VIRTUAL_UID, Syncer, to_host
 
 Json = dict[str, Any]
 REMOTE = "command:remote:Command"
@@ -65,14 +64,16 @@ def _request(run: ProgramRun, obj: Json, resource: str, **fields: Any) -> Reques
 # --- Services -----------------------------------------------------------------------------------------------
 
 
+def team_service(name: str = "web", **spec: Any) -> Json:
+    """A Service as the team writes it in its cluster."""
+    spec = {"ports": [{"port": 443, "targetPort": 8443}], **spec}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
 def service(**spec: Any) -> Json:
-    """A Service as the syncer writes it to the host: the team's spec, its selector translated."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "web-x-default-x-team-nlp", "namespace": "vcluster-team-nlp", "labels": dict(SYNCED)},
-        "spec": {"ports": [{"port": 443, "targetPort": 8443}], **spec},
-    }
+    """A Service as the syncer writes it to the host (tests/vcluster_syncer.py): the team's spec, its selector
+    translated."""
+    return Syncer("team-nlp").host_service(team_service(**spec))
 
 
 HIJACKS = {
@@ -105,17 +106,18 @@ def test_a_service_cannot_claim_load_balancer_addresses(run: ProgramRun) -> None
     assert any("load balancer" in d for d in admit(run, request))
 
 
-ORDINARY_SERVICES = {
-    "ddp-rendezvous": service(selector={"job": "ddp"}, ports=[{"port": 29500}]),
-    "headless-for-a-statefulset": service(selector={"app": "ray"}, clusterIP="None"),
-    "vllm-api": service(selector={"app": "vllm"}, ports=[{"port": 8000}]),
-    "selectorless-to-an-outside-database": service(ports=[{"port": 5432}]),
+ORDINARY_SERVICES: dict[str, Json] = {
+    # name: the Service's spec, as the team writes it
+    "ddp-rendezvous": {"selector": {"job": "ddp"}, "ports": [{"port": 29500}]},
+    "headless-for-a-statefulset": {"selector": {"app": "ray"}, "clusterIP": "None", "ports": [{"port": 6379}]},
+    "vllm-api": {"selector": {"app": "vllm"}, "ports": [{"port": 8000}]},
+    "selectorless-to-an-outside-database": {"ports": [{"port": 5432}]},
 }
 
 
-@pytest.mark.parametrize("svc", ORDINARY_SERVICES.values(), ids=ORDINARY_SERVICES)
-def test_ordinary_services_are_admitted(run: ProgramRun, svc: Json) -> None:
-    assert admit(run, _request(run, svc, "services")) == []
+@pytest.mark.parametrize("spec", ORDINARY_SERVICES.values(), ids=ORDINARY_SERVICES)
+def test_ordinary_services_are_admitted(run: ProgramRun, spec: Json) -> None:
+    assert admit(run, _request(run, service(**spec), "services")) == []
 
 
 def test_the_quota_caps_what_the_syncer_writes_of_endpoints(run: ProgramRun) -> None:
@@ -139,18 +141,19 @@ def test_every_container_gets_an_ephemeral_storage_limit_so_the_kubelet_evicts_i
 # --- ConfigMaps and Secrets Grafana would load ---------------------------------------------------------------
 
 
+def team_config(kind: str, labels: Json, name: str = "dash") -> Json:
+    """A ConfigMap or Secret as the team writes it in its cluster."""
+    # A Secret's data is base64 (the API server refuses anything else): "{}".
+    data = {"fleet.json": "{}" if kind == "ConfigMap" else "e30="}
+    metadata = {"name": name, "namespace": "default", "labels": labels}
+    return {"apiVersion": "v1", "kind": kind, "metadata": metadata, "data": data}
+
+
 def config_object(kind: str, labels: Json) -> Json:
-    return {
-        "apiVersion": "v1",
-        "kind": kind,
-        "metadata": {
-            "name": "dash-x-default-x-team-nlp",
-            "namespace": "vcluster-team-nlp",
-            "labels": {**SYNCED, **labels},
-        },
-        # A Secret's data is base64 (the API server refuses anything else): "{}".
-        "data": {"fleet.json": "{}" if kind == "ConfigMap" else "e30="},
-    }
+    """The host copy the syncer writes once a pod uses it (tests/vcluster_syncer.py)."""
+    stored_config = team_config(kind, labels)
+    stored_config["metadata"]["uid"] = VIRTUAL_UID
+    return Syncer("team-nlp").host_config(stored_config)
 
 
 @pytest.mark.parametrize("kind", ["ConfigMap", "Secret"])
@@ -190,7 +193,7 @@ def test_grafana_reads_dashboards_only_from_the_platforms_namespace() -> None:
 
 # --- volumes the kubelet mounts from the node ---------------------------------------------------------------
 
-NODE_NETWORK_VOLUMES = {
+NODE_NETWORK_VOLUMES: dict[str, Json] = {
     "nfs": {"nfs": {"server": "10.0.0.10", "path": "/"}},
     "iscsi": {"iscsi": {"targetPortal": "10.0.0.10:3260", "iqn": "iqn.2001-04.com.example:storage", "lun": 0}},
     "rbd": {"rbd": {"monitors": ["10.0.0.10:6789"], "image": "disk"}},
@@ -203,30 +206,31 @@ NODE_NETWORK_VOLUMES = {
 }
 
 
-@pytest.mark.parametrize("source", NODE_NETWORK_VOLUMES.values(), ids=NODE_NETWORK_VOLUMES)
-def test_no_pod_mounts_a_volume_the_kubelet_fetches_from_the_nodes_network(run: ProgramRun, source: Json) -> None:
-    mounted = pod(
+def mounting(source: Json) -> Json:
+    """A team's pod that mounts a volume of `source`."""
+    return team_pod(
         containers=[container(volumeMounts=[{"name": "data", "mountPath": "/data"}])],
         volumes=[{"name": "data", **source}],
     )
-    denials = create(run, as_team(mode(run), mounted), kai_serves=False)
+
+
+@pytest.mark.parametrize("source", NODE_NETWORK_VOLUMES.values(), ids=NODE_NETWORK_VOLUMES)
+def test_no_pod_mounts_a_volume_the_kubelet_fetches_from_the_nodes_network(run: ProgramRun, source: Json) -> None:
+    denials = create(run, synced(run, mounting(source)), kai_serves=False)
     # Pod Security baseline refuses a hostPath volume before the policies see it; the policies refuse the rest.
     assert any("volume types" in d or "hostPath volumes" in d for d in denials), denials
 
 
-def _jupyter() -> Json:
-    return pod(
+ORDINARY_PODS: dict[str, Json] = {
+    "jupyter": team_pod(
         containers=[container(image="quay.io/jupyter/pytorch-notebook:2026-11-24", resources=gpus())],
         volumes=[
-            {"name": "work", "persistentVolumeClaim": {"claimName": "work-x-default-x-team-nlp"}},
-            {"name": "config", "configMap": {"name": "jupyter-config-x-default-x-team-nlp"}},
-            {"name": "token", "secret": {"secretName": "jupyter-token-x-default-x-team-nlp"}},
+            {"name": "work", "persistentVolumeClaim": {"claimName": "work"}},
+            {"name": "config", "configMap": {"name": "jupyter-config"}},
+            {"name": "token", "secret": {"secretName": "jupyter-token"}},
         ],
-    )
-
-
-def _vllm() -> Json:
-    return pod(
+    ),
+    "vllm": team_pod(
         containers=[container(image="vllm/vllm-openai:v0.11.2", resources=gpus())],
         volumes=[
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
@@ -243,29 +247,25 @@ def _vllm() -> Json:
                 "image": {"reference": "registry.example.com/models/llama:3.1", "pullPolicy": "IfNotPresent"},
             },
         ],
-    )
-
-
-def _ray() -> Json:
-    return pod(
+    ),
+    "ray": team_pod(
         containers=[container(image="rayproject/ray:2.52.0")],
         volumes=[
             {
                 "name": "podinfo",
                 "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]},
             },
-            {"name": "token", "projected": {"sources": [{"secret": {"name": "ray-x-default-x-team-nlp"}}]}},
+            {"name": "token", "projected": {"sources": [{"secret": {"name": "ray"}}]}},
             {"name": "scratch", "csi": {"driver": "inline.storage.example.com"}},
         ],
-    )
+    ),
+}
+"""Team pods with the volumes their workloads use, as the team writes them."""
 
 
-ORDINARY_PODS: dict[str, Callable[[], Json]] = {"jupyter": _jupyter, "vllm": _vllm, "ray": _ray}
-
-
-@pytest.mark.parametrize("build", ORDINARY_PODS.values(), ids=ORDINARY_PODS)
-def test_ordinary_workloads_keep_their_volumes(run: ProgramRun, build: Callable[[], Json]) -> None:
-    assert create(run, as_team(mode(run), build())) == []
+@pytest.mark.parametrize("name", ORDINARY_PODS)
+def test_ordinary_workloads_keep_their_volumes(run: ProgramRun, name: str) -> None:
+    assert create(run, synced(run, ORDINARY_PODS[name])) == []
 
 
 # --- seccomp on a cluster this stack did not build -------------------------------------------------------------
@@ -278,7 +278,9 @@ def _synced_plain_pod() -> Json:
         "spec": {"containers": [{"name": "main", "image": CUDA}]},
     }
     synced = to_host(virtual, vcluster="team-nlp")
-    return pod(containers=synced["spec"]["containers"], labels=synced["metadata"]["labels"])
+    return pod(
+        containers=synced["spec"]["containers"], labels=synced["metadata"]["labels"], volumes=synced["spec"]["volumes"]
+    )
 
 
 def test_on_an_existing_cluster_a_pod_that_names_no_profile_gets_runtime_default() -> None:

@@ -544,14 +544,17 @@ def _flood_pod(index: int, settings: VClusterConfig) -> Json:
                 {
                     "name": "main",
                     "image": "busybox",
-                    "env": [{"name": text, "value": "d" * (settings.max_container_text_bytes - len(text))}],
+                    "env": [{"name": text, "value": ""}],
                 }
             ],
         },
     }
+    # What the syncer adds counts too: its annotations, and the KUBERNETES_* variables it gives every container.
     host = to_host(virtual, vcluster="team-nlp")
     used = sum(len(k) + len(v.encode()) for k, v in host["metadata"]["annotations"].items())
     virtual["metadata"]["annotations"]["notes"] = "n" * (settings.max_pod_annotation_bytes - used)
+    written = sum(len(e["name"]) + len(e.get("value", "").encode()) for e in host["spec"]["containers"][0]["env"])
+    virtual["spec"]["containers"][0]["env"][0]["value"] = "d" * (settings.max_container_text_bytes - written)
     return to_host(virtual, vcluster="team-nlp")
 
 

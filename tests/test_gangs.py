@@ -164,19 +164,26 @@ def _single_pod(labels: Json, annotations: Json) -> Json:
     }
 
 
-@pytest.mark.parametrize(
-    ("labels", "annotations", "refusal"),
-    [
-        ({}, {"pod-group-name": "team-vision.default.bert"}, "pod-group-name is the platform's"),
-        ({}, {"gpu-tenancy/gang-size": "4"}, "needs a label all its pods share"),
-        ({"gpu-tenancy/gang": "x"}, {"gpu-tenancy/gang-size": "many"}, "a whole number from 1 to 9999"),
-        ({"gpu-tenancy/gang": "Bert_Run"}, {"gpu-tenancy/gang-size": "2"}, "is not a valid object name"),
-    ],
-    ids=["another-teams-gang", "no-grouping-label", "size-not-a-number", "uppercase-gang-label"],
-)
-def test_a_team_cannot_name_or_join_a_gang_itself(
-    dev_run: ProgramRun, labels: Json, annotations: Json, refusal: str
-) -> None:
+GANG_CLAIMS: dict[str, tuple[Json, Json, str]] = {
+    # name: (the pod's labels, its annotations, what the refusal names)
+    "another-teams-gang": ({}, {"pod-group-name": "team-vision.default.bert"}, "pod-group-name is the platform's"),
+    "no-grouping-label": ({}, {"gpu-tenancy/gang-size": "4"}, "needs a label all its pods share"),
+    "size-not-a-number": (
+        {"gpu-tenancy/gang": "x"},
+        {"gpu-tenancy/gang-size": "many"},
+        "a whole number from 1 to 9999",
+    ),
+    "uppercase-gang-label": (
+        {"gpu-tenancy/gang": "Bert_Run"},
+        {"gpu-tenancy/gang-size": "2"},
+        "is not a valid object name",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", GANG_CLAIMS)
+def test_a_team_cannot_name_or_join_a_gang_itself(dev_run: ProgramRun, name: str) -> None:
+    labels, annotations, refusal = GANG_CLAIMS[name]
     trip = journey(dev_run, _single_pod(labels, annotations))
     assert any(refusal in d for denials in trip.refused.values() for d in denials), trip.refused
 

@@ -392,19 +392,20 @@ def _run_with(**tenant: Any) -> ProgramRun:
     return run_main(config)
 
 
-@pytest.mark.parametrize(
-    ("labels", "refusal"),
-    [
-        ({"priorityClassName": "inference"}, None),
-        ({"priorityClassName": "train", "kai.scheduler/preemptibility": "non-preemptible"}, None),
-        ({"priorityClassName": "system-node-critical"}, "system-node-critical is not one of"),
-        ({"priorityClassName": "system-cluster-critical"}, "system-cluster-critical is not one of"),
-        ({"priorityClassName": "gold"}, "gold is not one of"),
-        ({"kai.scheduler/preemptibility": "never"}, "may only be preemptible or non-preemptible"),
-    ],
-    ids=["kai-class", "non-preemptible-train", "system-node", "system-cluster", "unknown", "bad-preemptibility"],
-)
-def test_a_team_chooses_only_its_priority_classes(program: ProgramRun, labels: Json, refusal: str | None) -> None:
+PRIORITY_CHOICES: dict[str, tuple[Json, str | None]] = {
+    # name: (the pod's labels, what the refusal names; None: admitted)
+    "kai-class": ({"priorityClassName": "inference"}, None),
+    "non-preemptible-train": ({"priorityClassName": "train", "kai.scheduler/preemptibility": "non-preemptible"}, None),
+    "system-node": ({"priorityClassName": "system-node-critical"}, "system-node-critical is not one of"),
+    "system-cluster": ({"priorityClassName": "system-cluster-critical"}, "system-cluster-critical is not one of"),
+    "unknown": ({"priorityClassName": "gold"}, "gold is not one of"),
+    "bad-preemptibility": ({"kai.scheduler/preemptibility": "never"}, "may only be preemptible or non-preemptible"),
+}
+
+
+@pytest.mark.parametrize("name", PRIORITY_CHOICES)
+def test_a_team_chooses_only_its_priority_classes(program: ProgramRun, name: str) -> None:
+    labels, refusal = PRIORITY_CHOICES[name]
     denials = create(program, synced(program, virtual(labels=labels)))
     assert denials == [] if refusal is None else any(refusal in denial for denial in denials), denials
 
@@ -449,26 +450,27 @@ def test_a_teams_choice_reaches_kais_pod_group(
 # --- honest fractions -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("annotations", "refusal"),
-    [
-        ({"gpu-fraction": "0.05"}, None),
-        ({"gpu-fraction": "0.001"}, "gpu-fraction 0.001 is below this team's minimum of 0.05"),
-        ({"gpu-fraction": "1e-3"}, "gpu-fraction 1e-3 is below"),
-        # 0.05 (minGpuFraction) of the mocked L40S's 46068 MiB: the configured 256 would be a 180th of it.
-        ({"gpu-memory": "2304"}, None),
-        ({"gpu-memory": "256"}, "gpu-memory 256 is below this team's minimum of 2304"),
-        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1"}, None),
-        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "8"}, "gpu-fraction-num-devices 8 is above"),
-        # KAI's webhook then names the fraction's devices after that prefix, which the device rule refuses too.
-        (
-            {"gpu-fraction": "0.5", "runai/shared-gpu-configmap": "gpus"},
-            ("must be a ConfigMap name that ends in", "NVIDIA_VISIBLE_DEVICES may only be"),
-        ),
-    ],
-    ids=["floor", "a-thousandth", "exponent", "memory-floor", "the-old-floor", "one-device", "eight-devices", "prefix"],
-)
-def test_a_fraction_is_honest(program: ProgramRun, annotations: Json, refusal: str | tuple[str, ...] | None) -> None:
+FRACTIONS: dict[str, tuple[Json, str | tuple[str, ...] | None]] = {
+    # name: (the pod's annotations, what the refusal names, any of several; None: admitted)
+    "floor": ({"gpu-fraction": "0.05"}, None),
+    "a-thousandth": ({"gpu-fraction": "0.001"}, "gpu-fraction 0.001 is below this team's minimum of 0.05"),
+    "exponent": ({"gpu-fraction": "1e-3"}, "gpu-fraction 1e-3 is below"),
+    # 0.05 (minGpuFraction) of the mocked L40S's 46068 MiB: the configured 256 would be a 180th of it.
+    "memory-floor": ({"gpu-memory": "2304"}, None),
+    "the-old-floor": ({"gpu-memory": "256"}, "gpu-memory 256 is below this team's minimum of 2304"),
+    "one-device": ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1"}, None),
+    "eight-devices": ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "8"}, "gpu-fraction-num-devices 8 is above"),
+    # KAI's webhook then names the fraction's devices after that prefix, which the device rule refuses too.
+    "prefix": (
+        {"gpu-fraction": "0.5", "runai/shared-gpu-configmap": "gpus"},
+        ("must be a ConfigMap name that ends in", "NVIDIA_VISIBLE_DEVICES may only be"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FRACTIONS)
+def test_a_fraction_is_honest(program: ProgramRun, name: str) -> None:
+    annotations, refusal = FRACTIONS[name]
     denials = create(
         program, synced(program, virtual(annotations=annotations, containers=[{"name": "m", "image": CUDA}]))
     )
@@ -498,18 +500,23 @@ def _devices_from(configmap: str) -> Json:
     }
 
 
-def _premade(prefix: str, sidecar_configmap: str) -> Json:
-    """A fraction pod a team prepares exactly as KAI's webhook would (KAI keeps a prefix it is given), plus a
-    sidecar that reads its devices from `sidecar_configmap`."""
-    main = {"name": "main", "image": CUDA, "env": [_devices_from(f"{prefix}-0")]}
-    main["envFrom"] = [{"configMapRef": {"name": f"{prefix}-0-evar"}}]
-    sidecar = {"name": "sidecar", "image": CUDA, "env": [_devices_from(sidecar_configmap)]}
-    return virtual(
+def _premade(run: ProgramRun, prefix: str, sidecar_configmap: str) -> Json:
+    """A fraction pod as it reaches the validating policies with KAI's device references in place (KAI keeps a
+    prefix it is given), plus a sidecar that reads its devices from `sidecar_configmap`. Written on the host pod:
+    a team cannot write these references itself, since the syncer gives every name it references the team's
+    suffix (tests/vcluster_syncer.py)."""
+    team_pod = virtual(
         annotations={"gpu-fraction": "0.5", "runai/shared-gpu-configmap": prefix},
-        containers=[main, sidecar],
+        containers=[{"name": "main", "image": CUDA}, {"name": "sidecar", "image": CUDA}],
         schedulerName="kai-scheduler",
         runtimeClassName="nvidia",
     )
+    host = synced(run, team_pod)
+    main, sidecar = host["spec"]["containers"]
+    main["env"].append(_devices_from(f"{prefix}-0"))
+    main["envFrom"] = [{"configMapRef": {"name": f"{prefix}-0-evar"}}]
+    sidecar["env"].append(_devices_from(sidecar_configmap))
+    return host
 
 
 @pytest.mark.parametrize(
@@ -536,7 +543,7 @@ def test_devices_come_only_from_the_pods_own_kai_configmaps(
     dev_run: ProgramRun, prefix: str, sidecar_configmap: str, refused: bool
 ) -> None:
     """Evaluated without KAI's webhook, whose deviceaccess would otherwise overwrite the sidecar's value."""
-    denials = create(dev_run, synced(dev_run, _premade(prefix, sidecar_configmap)), kai_serves=False)
+    denials = create(dev_run, _premade(dev_run, prefix, sidecar_configmap), kai_serves=False)
     assert bool(denials) == refused, denials
     if refused:
         assert any("own <runai/shared-gpu-configmap>-<n>" in denial for denial in denials), denials

@@ -32,6 +32,8 @@ from tests.tenant_pods import (
     mode,
     namespace,
     pod,
+    synced,
+    team_pod,
 )
 from tests.tenant_pods import stored as on_host
 
@@ -49,21 +51,22 @@ def dev_run() -> ProgramRun:
 
 
 BENIGN = {
-    "cpu-pod": pod(),
-    "whole-gpu-through-kai": pod(containers=[container(resources=gpus())]),
-    "fraction-through-kai": pod(annotations=FRACTION, containers=[container(), container("sidecar", "busybox")]),
-    "fraction-with-init-container": pod(
+    "cpu-pod": team_pod(),
+    "whole-gpu-through-kai": team_pod(containers=[container(resources=gpus())]),
+    "fraction-through-kai": team_pod(annotations=FRACTION, containers=[container(), container("sidecar", "busybox")]),
+    "fraction-with-init-container": team_pod(
         annotations=FRACTION, containers=[container()], initContainers=[container("fetch", "busybox")]
     ),
-    "cpu-pod-with-app-config-from-envfrom": pod(
-        containers=[container(image="busybox", envFrom=[{"configMapRef": {"name": "app-x-default-x-team-nlp"}}])]
+    "cpu-pod-with-app-config-from-envfrom": team_pod(
+        containers=[container(image="busybox", envFrom=[{"configMapRef": {"name": "app"}}])]
     ),
 }
+"""Team pods, as the team writes them (tests/syncer_cases.py replays them through a real tenant)."""
 
 
 @pytest.mark.parametrize("name", BENIGN)
 def test_ordinary_pods_are_admitted(program: ProgramRun, name: str) -> None:
-    assert create(program, as_team(mode(program), BENIGN[name])) == []
+    assert create(program, synced(program, BENIGN[name])) == []
 
 
 def test_pinning_gives_a_team_pod_its_queue_and_kai(dev_run: ProgramRun) -> None:
@@ -87,52 +90,47 @@ def test_another_teams_queue_is_refused_or_overwritten(program: ProgramRun) -> N
         assert any("its own KAI queue" in denial for denial in denials), denials
 
 
-ATTACKS: dict[str, tuple[Callable[[str], Json], str]] = {
+ATTACKS: dict[str, tuple[Json, str]] = {
+    # name: (the team's pod, what the refusal names)
     "cuda-image-under-the-nvidia-runtime": (
-        lambda mode: as_team(mode, pod(containers=[container()], runtimeClassName="nvidia")),
+        team_pod(containers=[container()], runtimeClassName="nvidia"),
         "runtimeClassName nvidia",
     ),
     "fraction-under-nvidia-legacy": (
-        lambda mode: as_team(
-            mode, pod(annotations=FRACTION, containers=[container()], runtimeClassName="nvidia-legacy")
-        ),
+        team_pod(annotations=FRACTION, containers=[container()], runtimeClassName="nvidia-legacy"),
         "runtimeClassName nvidia",
     ),
     "visible-devices-all": (
-        lambda mode: as_team(mode, pod(containers=[container(env=env("NVIDIA_VISIBLE_DEVICES", "all"))])),
+        team_pod(containers=[container(env=env("NVIDIA_VISIBLE_DEVICES", "all"))]),
         "NVIDIA_VISIBLE_DEVICES may only be",
     ),
     "visible-devices-in-an-init-container": (
-        lambda mode: as_team(mode, pod(initContainers=[container("init", env=env("NVIDIA_VISIBLE_DEVICES", "GPU-0"))])),
+        team_pod(initContainers=[container("init", env=env("NVIDIA_VISIBLE_DEVICES", "GPU-0"))]),
         "NVIDIA_VISIBLE_DEVICES may only be",
     ),
+    # The team names its own ConfigMap; the syncer points the reference at the host's copy.
     "visible-devices-from-a-teams-configmap": (
-        lambda mode: as_team(
-            mode,
-            pod(
-                containers=[
-                    container(
-                        env=[
-                            {
-                                "name": "NVIDIA_VISIBLE_DEVICES",
-                                "valueFrom": {"configMapKeyRef": {"name": "gpus-x-default-x-team-nlp", "key": "all"}},
-                            }
-                        ]
-                    )
-                ]
-            ),
+        team_pod(
+            containers=[
+                container(
+                    env=[
+                        {
+                            "name": "NVIDIA_VISIBLE_DEVICES",
+                            "valueFrom": {"configMapKeyRef": {"name": "gpus", "key": "all", "optional": True}},
+                        }
+                    ]
+                )
+            ]
         ),
         "NVIDIA_VISIBLE_DEVICES may only be",
     ),
     "node-name-past-kai": (
-        lambda mode: as_team(mode, pod(containers=[container(resources=gpus())], nodeName="gpu-node-1")),
+        team_pod(containers=[container(resources=gpus())], nodeName="lab-gpu-1"),
         "may not name their node",
     ),
-    "cdi-annotation": (
-        lambda mode: as_team(mode, pod(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"})),
-        "CDI device annotations",
-    ),
+    "cdi-annotation": (team_pod(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}), "CDI device annotations"),
 }
+"""Team pods, as the team writes them (tests/syncer_cases.py replays them through a real tenant)."""
 
 
 @pytest.mark.parametrize("name", ATTACKS)
@@ -141,8 +139,8 @@ def test_every_path_to_a_gpu_or_another_queue_is_refused(program: ProgramRun, na
 
     When KAI serves, its deviceaccess rewrites a stray NVIDIA_VISIBLE_DEVICES to void on its own.
     """
-    build, reason = ATTACKS[name]
-    denials = create(program, build(mode(program)), kai_serves=False)
+    team_written, reason = ATTACKS[name]
+    denials = create(program, synced(program, team_written), kai_serves=False)
     assert any(reason in denial for denial in denials), denials
 
 
