@@ -273,12 +273,6 @@ BAD_CONFIGS = [
         "pod-grouper",
     ),
     (
-        "tenant-puts-tokens-back-in-annotations",
-        lambda c: c["tenants"][0].update(values={"sync": {"toHost": {"pods": {"useSecretsForSATokens": False}}}}),
-        "gpu-tenancy:tenants[0].values.sync.toHost.pods.useSecretsForSATokens",
-        "every other team's syncer",
-    ),
-    (
         "tenant-overrides-node-port-in-values",
         lambda c: c["tenants"][2].update(values={"controlPlane": {"service": {"httpsNodePort": 30001}}}),
         "gpu-tenancy:tenants[2].values.controlPlane.service.httpsNodePort",

@@ -122,17 +122,6 @@ def test_a_tenant_may_take_exactly_the_node_ports_its_api_service_has(tenant_val
     assert (quota["services.nodeports"], quota["services.loadbalancers"]) == (node_ports, "0")
 
 
-@pytest.mark.parametrize(("pods", "finished"), [(None, 100), ("80", 100), ("40", 10)])
-def test_a_tenant_may_keep_a_token_secret_for_every_pod_it_may_keep(pods: str | None, finished: int) -> None:
-    """Each synced pod's ServiceAccount token is a Secret beside it (useSecretsForSATokens), running or finished:
-    count/secrets leaves the team its own 100 beside one for each pod its quota and maxFinishedPods allow."""
-    run = _run(vcluster={"maxFinishedPods": finished, **({"quota": {"count/pods": pods}} if pods else {})})
-    quota = _quota(_values(run, "team-nlp"))
-    assert int(quota["count/secrets"]) == 100 + int(quota["count/pods"]) + finished
-    pinned = _run(vcluster={"quota": {"count/secrets": "50"}})
-    assert _quota(_values(pinned, "team-nlp"))["count/secrets"] == "50", "a stated count stands"
-
-
 def test_quotas_and_limit_ranges_are_set_per_tenant() -> None:
     tenants = dev_settings()["tenants"]
     tenants[2]["quota"] = {"count/pods": 80, "requests.cpu": "24"}

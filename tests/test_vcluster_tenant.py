@@ -53,7 +53,6 @@ def test_vcluster_values_are_what_kai_and_the_teams_need(dev_run: ProgramRun, te
     port = int(values["controlPlane"]["service"]["httpsNodePort"])
     assert values["experimental"]["syncSettings"]["setOwner"] is False
     assert values["sync"]["fromHost"]["nodes"] == {"enabled": True, "selector": {"all": True}}
-    assert values["sync"]["toHost"]["pods"] == {"useSecretsForSATokens": True}, "no token in a pod annotation"
     assert values["controlPlane"]["service"]["spec"]["type"] == "NodePort"
     assert values["controlPlane"]["proxy"]["extraSANs"] == ["198.51.100.7"]
     assert values["exportKubeConfig"] == {"server": f"https://198.51.100.7:{port}", "context": team}

@@ -139,15 +139,8 @@ def vcluster_values(
         # KAI's pod-grouper walks owner references; on synced pods they would point at
         # the vCluster's Service, which the pod-grouper may not read.
         "experimental": {"syncSettings": {"setOwner": False}},
-        "sync": {
-            # Teams see the real GPU node (its labels, its allocatable nvidia.com/gpu).
-            "fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}},
-            # A synced pod's ServiceAccount token goes in a Secret of the team's own host namespace, not in a pod
-            # annotation (loft-sh/vcluster pkg/controllers/resources/pods/translate/translator.go
-            # translateProjectedVolume @v0.35.1): with node sync every syncer may read every team's pods, and the
-            # annotation is a ten-year token for the other team's own cluster.
-            "toHost": {"pods": {"useSecretsForSATokens": True}},
-        },
+        # Teams see the real GPU node (its labels, its allocatable nvidia.com/gpu).
+        "sync": {"fromHost": {"nodes": {"enabled": True, "selector": {"all": True}}}},
         "controlPlane": control_plane,
         "exportKubeConfig": {"server": endpoint.url, "context": tenant.name},
     }

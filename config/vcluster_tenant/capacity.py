@@ -44,6 +44,7 @@ DEFAULT_QUOTA: dict[str, str] = {
     "count/endpointslices.discovery.k8s.io": "40",
     # KAI keeps two ConfigMaps per fraction container (<prefix>-<i> and <prefix>-<i>-evar) in the namespace.
     "count/configmaps": "100",
+    "count/secrets": "100",
 }
 """Per-tenant defaults besides the sized ones; `vcluster.quota` entries override both for every tenant,
 `tenants[].quota` for one."""
@@ -85,18 +86,6 @@ def gpu_pod_shortfalls(
         for kind in ("requests", "limits"):
             need[f"{kind}.{name}"] = quantity(share[name]) * gpus + footprint[f"{kind}.{name}"]
     return {key: amount for key, amount in need.items() if key in quota and quantity(quota[key]) < amount}
-
-
-SECRETS_BASE = 100
-"""A team's Secrets besides its pods' tokens: its own that pods use, the chart's, Helm's kept revisions and the
-kubeconfig its control plane writes."""
-
-
-def secrets_quota(pods: str, finished_pods: int) -> str:
-    """count/secrets: SECRETS_BASE, and one token Secret for every pod the syncer keeps on the host, running or
-    finished (useSecretsForSATokens; loft-sh/vcluster pkg/controllers/resources/pods/token/sa_token_secret.go
-    SATokenSecret @v0.35.1 makes one per pod, owned by the host pod, so it goes with the pod)."""
-    return str(SECRETS_BASE + int(quantity(pods)) + finished_pods)
 
 
 PLATFORM_QUOTA_KEYS = {

@@ -30,7 +30,6 @@ from config.vcluster_tenant.capacity import (
     REFERENCE_GPU_SHARE,
     control_plane_footprint,
     limit_range_of,
-    secrets_quota,
     sized_quota,
 )
 from config.vcluster_tenant.oidc import OidcConfig
@@ -53,9 +52,6 @@ VCLUSTER_OWNED_VALUES: OwnedValues = {
     ),
     ("sync", "fromHost", "priorityClasses"): (
         "with it the syncer keeps a pod's spec.priorityClassName, which would outrank KAI's classes on the node"
-    ),
-    ("sync", "toHost", "pods", "useSecretsForSATokens"): (
-        "in a pod annotation a workload's token would be readable by every other team's syncer"
     ),
     ("sync", "toHost", "pods", "priorityClassName"): (
         "a team picks its priority with the pod label priorityClassName, among its own classes"
@@ -431,9 +427,7 @@ class VClusterConfig(ConfigModel):
     def quota_for(self, tenant: TenantConfig, gpus: int) -> dict[str, str]:
         """The tenant's ResourceQuota, sized for `gpus` whole GPUs (StackConfig.sized_gpus), then overridden."""
         sized = sized_quota(gpus, self.per_gpu.resources, self.footprint_for(tenant))
-        quota = {**DEFAULT_QUOTA, **sized, **self.quota, **tenant.quota}
-        quota.setdefault("count/secrets", secrets_quota(quota["count/pods"], self.max_finished_pods))
-        return quota
+        return {**DEFAULT_QUOTA, **sized, **self.quota, **tenant.quota}
 
     def limit_range_for(self, tenant: TenantConfig) -> LimitRangeConfig:
         if tenant.limit_range is not None:
