@@ -23,7 +23,7 @@ from config.vcluster_tenant.capacity import (
     gpu_pod_shortfalls,
     quota_shortfalls,
 )
-from config.vcluster_tenant.queue_view import queue_view_blocker
+from config.vcluster_tenant.syncer_role import syncer_role_blocker
 from config.vcluster_tenant.tenants import TenantConfig, VClusterConfig, node_port_issues
 from config.versions import VersionsConfig
 
@@ -347,15 +347,19 @@ class StackConfig(ConfigModel):
             if len(names) > 1
         ]
         warnings = unassigned_warnings(self.queues) + shared + self._unverified_vclusters() + self._gpu_pod_room()
-        return warnings + self._non_preemptible_room() + self._no_queue_views()
+        return warnings + self._non_preemptible_room() + self._chart_syncer_roles()
 
-    def _no_queue_views(self) -> list[str]:
-        """Tenants whose members cannot read their queue inside their vCluster (vcluster_tenant/queue_view.py)."""
+    def _chart_syncer_roles(self) -> list[str]:
+        """Tenants that keep the chart's host ClusterRole (vcluster_tenant/syncer_role.py)."""
         found = []
         for tenant in self.tenants:
-            blocker = queue_view_blocker(tenant.values, self.vcluster_version(tenant))
+            blocker = syncer_role_blocker(tenant.values, self.vcluster_version(tenant))
             if blocker is not None:
-                found.append(f"tenant {tenant.name} gets no queue view inside its vCluster (docs/teams.md): {blocker}")
+                found.append(
+                    f"tenant {tenant.name} keeps the vCluster chart's host ClusterRole, so its syncer may read every "
+                    f"team's pods (their env and ServiceAccount tokens), and its members get no queue view "
+                    f"(docs/security.md): {blocker}"
+                )
         return found
 
     def sized_gpus(self, tenant: TenantConfig) -> int:

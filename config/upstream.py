@@ -315,18 +315,24 @@ _SNAPSHOTS = (
         "verbs": ["create", "delete", "patch", "update", "get", "list"],
     },
 )
-VCLUSTER_SYNCER_CLUSTER_RULES: dict[str, tuple[dict[str, Any], ...]] = {
+VCLUSTER_CHART_CLUSTER_RULES: dict[str, tuple[dict[str, Any], ...]] = {
     "0.35.1": (_NODES, _KUBELET, *_SNAPSHOTS),
     "0.35.3": (_NODES, _KUBELET, *_SNAPSHOTS),
     "0.36.1": (_NODES, _KUBELET),
 }
-"""The rules of the syncer's host ClusterRole as each chart renders them for the platform's own values
-(chart/templates/clusterrole.yaml, _rbac.tpl: rbac.enableVolumeSnapshotRules `auto` is gone at 0.36.1).
-The queue view's `sync.fromHost.configMaps` mapping would add cluster-wide ConfigMap list and watch
+"""The rules of the syncer's host ClusterRole as each chart renders them for the platform's own values, without
+the queue view (chart/templates/clusterrole.yaml, _rbac.tpl: rbac.enableVolumeSnapshotRules `auto` is gone at
+0.36.1). A test renders each chart in ../shared/reference and compares. The platform narrows them
+(config/vcluster_tenant/syncer_role.py): node sync grants get, list and watch of pods in every namespace, which
+only the virtual scheduler's cache of other pods reads (pkg/controllers/resources/nodes/syncer.go ModifyController,
+`enableScheduler`, at v0.35.1, v0.35.3 and v0.36.1; the syncer's own host cache holds its namespace alone,
+pkg/setup/controller_context.go getLocalCacheOptions), and which would let every team's syncer read every team's
+pods, their env and their ServiceAccount tokens (translator.go translateProjectedVolume writes one into an
+annotation). The queue view's `sync.fromHost.configMaps` mapping would add cluster-wide ConfigMap list and watch
 (_rbac.tpl rulesForFromHostSyncerForGivenCoreResource), which the syncer never uses for its own namespace
-(pkg/config/parse.go GetLocalCacheOptionsFromConfigMappings starts no cluster-wide cache then) and which would
-let it read every team's ConfigMaps: `rbac.clusterRole.overwriteRules` keeps these instead. A test renders
-each chart in ../shared/reference with and without the view and compares."""
+(pkg/config/parse.go GetLocalCacheOptionsFromConfigMappings starts no cluster-wide cache then)."""
+CLUSTER_WIDE_POD_READ = "pods"
+"""What the platform takes out of the chart's node-sync rule (above)."""
 VCLUSTER_CLUSTER_ROLE_INPUTS: tuple[tuple[str, ...], ...] = tuple(
     tuple(path.split("."))
     for path in (
@@ -390,7 +396,7 @@ VCLUSTER_CLUSTER_ROLE_INPUTS: tuple[tuple[str, ...], ...] = tuple(
         "sync.toHost.volumeSnapshotContents.enabled",
     )
 )
-"""Every value the charts' ClusterRole templates read, at each version in VCLUSTER_SYNCER_CLUSTER_RULES (a test
+"""Every value the charts' ClusterRole templates read, at each version in VCLUSTER_CHART_CLUSTER_RULES (a test
 reads the templates): a tenant whose own values set one keeps the chart's ClusterRole, and no queue view."""
 SYNCED_POD_LABEL = "vcluster.loft.sh/managed-by"
 VIRTUAL_NAMESPACE_LABEL = "vcluster.loft.sh/namespace"

@@ -12,7 +12,7 @@ the teams page's gangs). The pods the other modules give the model are of these 
 """
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from tests import test_fence_round_two as round_two
 from tests import test_gangs as gangs
 from tests import test_kai_bookkeeping as bookkeeping
 from tests import test_tenant_admission as admission
+from tests.tenant_pods import SYNCER
 from tests.workload_operators import pods_of
 
 Json = dict[str, Any]
@@ -155,3 +156,51 @@ def _object_cases() -> dict[str, Case]:
 
 CASES: dict[str, Case] = {**_pod_cases(), **_object_cases()}
 """Every team object the fence's tests start from, by table and row."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A team's later change to its pod, as it reads it back with KAI's keys copied in: a fraction's pod that KAI's
+    webhook mutated, its pod-grouper grouped and its binder bound (the keys written on the host as they write them)."""
+
+    change: Callable[[Json], None] | None
+    """What the team changes in its pod's metadata; None: it runs `kubectl debug` on it instead."""
+    refusal: tuple[str, ...] | None
+    debug_env: list[Json] | None = None
+    """The debug container's env."""
+
+
+def _raise_priority(pod: Json) -> None:
+    pod["metadata"]["labels"]["priorityClassName"] = "system-node-critical"
+
+
+def _ordinary_edit(pod: Json) -> None:
+    pod["metadata"]["labels"]["owner"] = "alice"
+    pod["metadata"].setdefault("annotations", {})["note"] = "re-run with a larger batch"
+
+
+def _edits() -> dict[str, Edit]:
+    edits = {
+        f"updates/{name}": Edit(change, reasons)
+        for name, (change, reasons) in admission.UPDATES.items()
+        if not name.startswith("syncer-")  # the syncer's own write, not a team's edit
+    }
+    edits.update(
+        {
+            f"on-update/{name}": Edit(change, (reason,))
+            for name, (change, user, reason) in bookkeeping.ON_UPDATE.items()
+            if user == SYNCER
+        }
+    )
+    edits["priority/raised-after-creation"] = Edit(_raise_priority, ("system-node-critical",))
+    edits["ordinary/an-owner-and-a-note"] = Edit(_ordinary_edit, None)
+    for name, (debug_env, reason) in admission.DEBUG_CONTAINERS.items():
+        edits[f"debug/{name}"] = Edit(None, _refusal(reason), debug_env)
+    return edits
+
+
+EDITS: dict[str, Edit] = _edits()
+"""Every change to a running pod the fence's tests start from: test_tenant_admission UPDATES and
+DEBUG_CONTAINERS, test_kai_bookkeeping ON_UPDATE (the team's rows) and its raised priority and ordinary edits."""
+EDITED = bookkeeping.WORKLOADS["jupyter-notebook"]
+"""The pod the edits start from: a notebook on a quarter of a GPU, whose priority the team chose."""

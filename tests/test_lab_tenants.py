@@ -40,9 +40,10 @@ from tests.kai_webhook import KAI_SERVING_LABEL
 from tests.lab import Lab, lab_command, private_lab, serve_kai_webhook
 from tests.lab import kubectl as host_kubectl
 from tests.oidc_provider import IdentityProvider, new_key
-from tests.syncer_cases import CASES
+from tests.syncer_cases import CASES, EDITED, EDITS, Edit
 from tests.teams_page import page_manifests
-from tests.vcluster_syncer import ACCESS_VOLUME, Syncer, stored
+from tests.tenant_pods import BINDER, POD_GROUPER
+from tests.vcluster_syncer import ACCESS_VOLUME, TOKEN, TOKEN_ANNOTATION, TOKEN_PREFIX, Syncer, stored
 from tests.workload_operators import pods_of
 
 Json = dict[str, Any]
@@ -268,25 +269,28 @@ def test_a_pod_that_names_a_system_priority_class_gets_none_on_the_host(lab: Lab
 
 
 @pytest.mark.usefixtures("team_nlp_pods_go")
-def test_another_teams_syncer_reads_the_teams_pods_but_none_of_their_tokens(lab: Lab) -> None:
-    """With node sync the chart lets every syncer list every team's pods (chart/templates/_rbac.tpl @v0.35.1), and a
-    pod's token is one for the team's own cluster, valid for ten years while the pod lives. The syncer keeps it in a
-    Secret of the team's own host namespace (useSecretsForSATokens), which no other syncer may read."""
+def test_no_syncer_reads_another_teams_pods_and_their_tokens(lab: Lab) -> None:
+    """The chart's node sync would let every syncer read every team's pods, and the syncer writes each pod's
+    ServiceAccount token (for the team's own cluster, ten years) into an annotation: the platform's ClusterRole
+    leaves that read out (config/vcluster_tenant/syncer_role.py), and the syncers still sync pods and nodes."""
     apply(lab, "team-nlp", team_pod("holds-a-token"))
     host = eventually(lambda: host_pod(lab, "team-nlp", "holds-a-token"))
-    secret = "holds-a-token-sa-token-x-default-x-team-nlp"
-    sources = [s for v in host["spec"]["volumes"] if "projected" in v for s in v["projected"]["sources"]]
-    assert secret in [s["secret"]["name"] for s in sources if "secret" in s], "the token comes from the Secret"
-    assert lab.admin.find("v1", "Secret", secret, "vcluster-team-nlp") is not None
+    assert [key for key in host["metadata"]["annotations"] if key.startswith(TOKEN_PREFIX)], "the token is there"
     groups = ("system:serviceaccounts", "system:serviceaccounts:vcluster-team-vision", "system:authenticated")
     vision = lab.admin.impersonating("system:serviceaccount:vcluster-team-vision:vc-team-vision", groups)
-    listed = vision.list("v1", "Pod", "vcluster-team-nlp")
-    assert listed, "the chart's node sync lets it list them"
-    keys = {key for pod in listed for key in (pod["metadata"].get("annotations") or {})}
-    assert not [key for key in keys if key.startswith("vcluster.loft.sh/token-")]
-    with pytest.raises(ApiError) as refused:
-        vision.get("v1", "Secret", secret, "vcluster-team-nlp")
-    assert refused.value.code == 403
+    for where in ("vcluster-team-nlp", None):
+        with pytest.raises(ApiError) as refused:
+            vision.list("v1", "Pod", where)
+        assert refused.value.code == 403, where
+    assert vision.list("v1", "Pod", "vcluster-team-vision") is not None, "its own, through the chart's Role"
+
+    def gpus(nodes: list[Json]) -> dict[str, str]:
+        allocatable = {n["metadata"]["name"]: n["status"]["allocatable"].get("nvidia.com/gpu") for n in nodes}
+        return {name: count for name, count in allocatable.items() if count}
+
+    seen = gpus(json.loads(kubectl(lab, "team-vision", "get", "nodes", "-o", "json").stdout)["items"])
+    assert seen == gpus(lab.admin.list("v1", "Node")), "the team sees the host's GPU nodes, as they are"
+    assert seen
 
 
 REPLAY = "replay"
@@ -356,9 +360,10 @@ def _create(lab: Lab, obj: Json) -> tuple[Json | None, str]:
 
 
 @pytest.fixture(scope="module")
-def replay(lab: Lab, kai_webhook: None) -> Iterator[Replay]:
+def replay(lab: Lab, kai_webhook: None) -> Replay:
     """Every case created in team-nlp's cluster, KAI's webhook serving or not as each case's table has it, each
-    followed to what the real syncer sent and the host answered; then all of it deleted again."""
+    followed to what the real syncer sent and the host answered; then all of it deleted again, so the module's later
+    tests meet team-nlp's quota as the stack sets it."""
     namespace_made = kubectl(lab, "team-nlp", "create", "namespace", REPLAY)
     assert namespace_made.returncode == 0, namespace_made.stderr
     # vCluster labels a new namespace with the tenant's Pod Security level; the syncer copies those labels.
@@ -375,15 +380,17 @@ def replay(lab: Lab, kai_webhook: None) -> Iterator[Replay]:
             status = event.get("responseStatus") or {}
             sent, code, message = event.get("requestObject"), status.get("code", 0), status.get("message", "")
             answers[key] = Replayed(stored_object, refusal, sent, code, message)
-        yield Replay(answers, _real_syncer(lab))
+        return Replay(answers, _real_syncer(lab))
     finally:
         _kai_serves_team_nlp(lab, serving=False)
         kubectl(lab, "team-nlp", "delete", "namespace", REPLAY, "--wait=false")
         kubectl(lab, "team-nlp", "delete", "pod", "network-coredns", "-n", "kube-system", "--force", "--grace-period=0")
 
         def gone() -> bool:
-            names = [p["metadata"]["name"] for p in lab.admin.list("v1", "Pod", "vcluster-team-nlp")]
-            return not [n for n in names if f"-x-{REPLAY}-x-" in n or n.startswith("network-coredns-x-")]
+            pods = [p["metadata"]["name"] for p in lab.admin.list("v1", "Pod", "vcluster-team-nlp")]
+            secrets = [p["metadata"]["name"] for p in lab.admin.list("v1", "Secret", "vcluster-team-nlp")]
+            left = [n for n in pods + secrets if f"-x-{REPLAY}-x-" in n or n.startswith("network-coredns")]
+            return not left
 
         eventually(gone, within=120)
 
@@ -492,7 +499,18 @@ def test_the_model_of_the_syncer_sends_what_the_real_one_sends(replay: Replay, k
     access = [v["name"] for v in real["spec"].get("volumes") or [] if v["name"].startswith("kube-api-access-")]
     modelled = json.dumps(stored(written)).replace(ACCESS_VOLUME, access[0] if access else ACCESS_VOLUME)
     _same(_generated_removed(json.loads(modelled)), real, "the tenant's API server")
-    _same(replay.syncer.host_pod(got.stored), sent, "the syncer")
+    _same(replay.syncer.host_pod(got.stored), _with_the_models_token(sent), "the syncer")
+
+
+def _with_the_models_token(sent: Json) -> Json:
+    """The real pod with the model's token: the syncer names its annotation at random, and the token is the tenant
+    API's; its size, which counts against the annotation bound, is the model's within a few hundred bytes."""
+    annotations = sent["metadata"]["annotations"]
+    (key,) = [key for key in annotations if key.startswith(TOKEN_PREFIX)]
+    assert abs(len(annotations[key]) - len(TOKEN)) < 200, len(annotations[key])
+    text = json.dumps(sent).replace(key, TOKEN_ANNOTATION).replace(annotations[key], TOKEN)
+    renamed: Json = json.loads(text)
+    return renamed
 
 
 def _same(model: Json, real: Json, what: str = "the syncer") -> None:
@@ -521,6 +539,164 @@ def _differences(model: Any, real: Any, path: str = "") -> list[str]:
             for line in _differences(m, r, f"{path}[{i}]")
         ]
     return [] if model == real else [f"{path}: model {json.dumps(model)[:300]}, real {json.dumps(real)[:300]}"]
+
+
+EDITING = "edits"
+"""The namespace of team-nlp's cluster the suite's edits are replayed in (tests/syncer_cases.py EDITS)."""
+KAI_GROUP = "0a3c5b58-52d0-4c6e-a4be-2c54e8a1b3f0"
+
+
+class EditAnswer(NamedTuple):
+    host_before: Json
+    """The host pod just before the team's change, KAI's keys on it."""
+    before: Json
+    """The team's pod just before, KAI's keys copied in."""
+    after: Json
+    """The team's pod as it wrote it back."""
+    sent: Json | None
+    """The syncer's first write of the host pod after the change (the lab's audit log)."""
+    code: int
+    message: str
+
+
+def _edited_pod(name: str) -> Json:
+    """EDITED, small enough that every edit's pod fits team-nlp's quota at once."""
+    pod = _named_in(EDITED, name, EDITING)
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "50m", "memory": "64Mi", "ephemeral-storage": "1Gi"}}
+    return pod
+
+
+def _named_in(pod: Json, name: str, namespace: str) -> Json:
+    named = copy.deepcopy(pod)
+    named.update({"apiVersion": "v1", "kind": "Pod"})
+    named["metadata"].update({"name": name, "namespace": namespace})
+    return named
+
+
+def _kai_books(lab: Lab, host: Json) -> None:
+    """What KAI's pod-grouper and binder write on a fraction's pod they group and bind (tests/test_kai_bookkeeping.py
+    _grouped and _bound), each as itself, so the fence decides it as KAI's own write."""
+    meta = host["metadata"]
+    grouped = {"annotations": {"pod-group-name": f"pg-{meta['name']}-{meta['uid']}"}}
+    lab.as_user(POD_GROUPER).patch(host, {"metadata": grouped})
+    bound = {"labels": {"runai-gpu-group": KAI_GROUP}, "annotations": {"received-resource-type": "Fraction"}}
+    lab.as_user(BINDER).patch(host, {"metadata": bound})
+
+
+def _syncer_updates(lab: Lab, offset: int) -> dict[tuple[str, str], Json]:
+    """team-nlp's syncer's first update of each (subresource, host pod) past `offset`."""
+    first: dict[tuple[str, str], Json] = {}
+    with open(LabPaths(lab.state).writes, "rb") as log:
+        log.seek(offset)
+        for line in log:
+            event = json.loads(line)
+            reference = event["objectRef"]
+            mine = event["user"]["username"] == SYNCER_USER and reference["resource"] == "pods"
+            if mine and event["verb"] == "update" and reference.get("subresource", "") in ("", "ephemeralcontainers"):
+                first.setdefault((reference.get("subresource", ""), reference["name"]), event)
+    return first
+
+
+def _get_team_pod(lab: Lab, name: str) -> Json:
+    read = kubectl(lab, "team-nlp", "get", "pod", name, "-n", EDITING, "-o", "json")
+    assert read.returncode == 0, read.stderr
+    pod: Json = json.loads(read.stdout)
+    return pod
+
+
+def _kai_booked(lab: Lab, names: dict[str, str], hosts: dict[str, str]) -> bool:
+    """The syncer copied KAI's keys into each team pod and wrote the host pod's labels annotation again."""
+    for key, name in names.items():
+        team, host = _get_team_pod(lab, name), host_pod_in(lab, hosts[key]) or {"metadata": {"annotations": {}}}
+        if "runai-gpu-group" not in team["metadata"].get("labels", {}):
+            return False
+        if "runai-gpu-group=" not in host["metadata"]["annotations"].get("vcluster.loft.sh/labels", ""):
+            return False
+    return True
+
+
+def _make_the_edit(lab: Lab, name: str, edit: Edit, before: Json) -> Json:
+    """The team's change, with kubectl: a `replace` of its pod as it read it, or a `kubectl debug`."""
+    after = copy.deepcopy(before)
+    if edit.change is None:
+        # kubectl's default profile (general) adds SYS_PTRACE, which the tenant's own Pod Security baseline refuses.
+        debug = ["debug", f"pod/{name}", "-n", EDITING, "--profile=baseline", f"--image={CUDA}", "-c", "debug"]
+        done = kubectl(lab, "team-nlp", *debug, *[f"--env={e['name']}={e['value']}" for e in edit.debug_env or []])
+    else:
+        edit.change(after)
+        done = kubectl(lab, "team-nlp", "replace", "-f", "-", stdin=json.dumps(after))
+    assert done.returncode == 0, done.stderr
+    return after
+
+
+def _subresource(edit: Edit) -> str:
+    return "" if edit.change is not None else "ephemeralcontainers"
+
+
+@pytest.fixture(scope="module")
+def edited(lab: Lab, kai_webhook: None) -> dict[str, EditAnswer]:
+    """Each edit on a pod of its own in team-nlp's cluster: the pod made, KAI's keys written on the host and copied
+    back by the syncer, then the team's change (or `kubectl debug`) and what the syncer sent the host for it; then
+    it all goes, so the module's later tests meet team-nlp's quota as the stack sets it."""
+    made = kubectl(lab, "team-nlp", "create", "namespace", EDITING)
+    assert made.returncode == 0, made.stderr
+    eventually(lambda: "pod-security.kubernetes.io/enforce" in _virtual_namespace_labels(lab, EDITING))
+    _kai_serves_team_nlp(lab, serving=True)
+    names = {key: f"edit-{index:02d}" for index, key in enumerate(EDITS)}
+    hosts = {key: Syncer("team-nlp").host_name(name, EDITING) for key, name in names.items()}
+    try:
+        for name in names.values():
+            stored_pod, refusal = _create(lab, _edited_pod(name))
+            assert stored_pod is not None, refusal
+        for host in eventually(lambda: all(pods := [host_pod_in(lab, h) for h in hosts.values()]) and pods, 120):
+            _kai_books(lab, host)
+        eventually(lambda: _kai_booked(lab, names, hosts), within=120)
+        offset = LabPaths(lab.state).writes.stat().st_size
+        before = {key: (host_pod_in(lab, hosts[key]), _get_team_pod(lab, name)) for key, name in names.items()}
+        afters = {key: _make_the_edit(lab, name, EDITS[key], before[key][1]) for key, name in names.items()}
+        wanted = {(_subresource(EDITS[key]), host) for key, host in hosts.items()}
+        eventually(lambda: wanted <= set(_syncer_updates(lab, offset)), within=120)
+        updates = _syncer_updates(lab, offset)
+        answers = {}
+        for key, host in hosts.items():
+            event = updates[(_subresource(EDITS[key]), host)]
+            status, (host_before, team_before) = event["responseStatus"], before[key]
+            assert host_before is not None
+            sent, code, message = event.get("requestObject"), status["code"], status.get("message", "")
+            answers[key] = EditAnswer(host_before, team_before, afters[key], sent, code, message)
+        return answers
+    finally:
+        _kai_serves_team_nlp(lab, serving=False)
+        kubectl(lab, "team-nlp", "delete", "namespace", EDITING, "--wait=false")
+        eventually(lambda: not [h for h in hosts.values() if host_pod_in(lab, h)], within=120)
+
+
+def host_pod_in(lab: Lab, host_name: str) -> Json | None:
+    return lab.admin.find("v1", "Pod", host_name, "vcluster-team-nlp")
+
+
+@pytest.mark.parametrize("key", EDITS)
+def test_each_edit_of_the_suite_meets_the_same_answer_through_the_real_syncer(
+    edited: dict[str, EditAnswer], key: str
+) -> None:
+    """A team's change to its running pod, made with kubectl inside its cluster: the host answers what the real
+    syncer sent as the fast tests say it does."""
+    got, expected = edited[key], EDITS[key].refusal
+    if expected is None:
+        assert got.code == 200, got.message
+    else:
+        assert got.code >= 400, "admitted"
+        assert any(reason in got.message for reason in expected), got.message
+
+
+@pytest.mark.parametrize("key", [key for key, edit in EDITS.items() if edit.change is not None])
+def test_the_model_of_the_syncer_carries_an_edit_as_the_real_one_does(edited: dict[str, EditAnswer], key: str) -> None:
+    """tests/vcluster_syncer.py Syncer.edit against the real syncer's update: the labels and annotations it sends."""
+    got = edited[key]
+    assert got.sent is not None
+    modelled = Syncer("team-nlp").edit(got.host_before, got.before, got.after)["metadata"]
+    for part in ("labels", "annotations"):
+        _same(modelled.get(part) or {}, got.sent["metadata"].get(part) or {}, f"the syncer's {part}")
 
 
 def test_the_lab_lists_its_tenants_with_their_kubeconfigs(lab: Lab) -> None:

@@ -25,10 +25,11 @@ from components.shared.helm import HELM_HISTORY
 from config.names import QUEUE_VIEW_CONFIGMAP, QUEUE_VIEW_IN_TENANT
 from config.quantities import quantity
 from config.upstream import (
+    VCLUSTER_CHART_CLUSTER_RULES,
     VCLUSTER_CLUSTER_ROLE_INPUTS,
     VCLUSTER_CONTROL_PLANE_RESOURCES,
-    VCLUSTER_SYNCER_CLUSTER_RULES,
 )
+from config.vcluster_tenant.syncer_role import syncer_cluster_rules
 from harness import ROOT, ProgramRun
 from harness.tools import CHART_SOURCES
 from tests.charts import chart_text, crd_errors, pod_specs, render, render_text
@@ -284,7 +285,9 @@ def test_a_members_port_forward_and_exec_reach_the_host_pod_through_the_control_
         assert (subresource, "create") in granted or (subresource, "*") in granted, subresource
 
 
-def _without_queue_view(values: Json) -> Json:
+def _with_the_charts_role(values: Json) -> Json:
+    """The platform's values without the queue view and without the ClusterRole the platform puts in the chart's
+    place: what the chart alone would grant."""
     plain = copy.deepcopy(values)
     del plain["sync"]["fromHost"]["configMaps"]
     del plain["rbac"]
@@ -305,28 +308,37 @@ def _syncer_config(rendered: list[Json]) -> Json:
 
 
 @pytest.mark.parametrize("release", [r for r in ALL if r.chart.startswith("vcluster-")], ids=release_id)
-def test_the_queue_view_reaches_the_tenant_without_its_syncer_reading_other_teams_configmaps(release: Release) -> None:
-    """The syncer is told to copy the view in from its own namespace, and its host ClusterRole is exactly what the
-    chart renders without the view: no ConfigMap or Secret anywhere, no namespace (_rbac.tpl would add cluster-wide
-    ConfigMap list and watch). Its Role in its own namespace already reads ConfigMaps."""
+def test_no_syncer_reads_another_teams_pods_configmaps_or_secrets(release: Release) -> None:
+    """The syncer's host ClusterRole is the chart's rendering without the queue view, less its read of every
+    namespace's pods (config/upstream.py VCLUSTER_CHART_CLUSTER_RULES says why): no pod, ConfigMap or Secret
+    anywhere, no namespace. Its Role in its own namespace still reads and writes its pods and ConfigMaps."""
     rendered = release.render()
-    mappings = _syncer_config(rendered)["sync"]["fromHost"]["configMaps"]
+    version = release.chart.removeprefix("vcluster-").removesuffix(".tgz")
+    plain = render(release.name, release.namespace, release.chart, _with_the_charts_role(release.values))
+    assert _host_rules(plain) == list(VCLUSTER_CHART_CLUSTER_RULES[version]), "the chart's, as read"
+    assert _host_rules(rendered) == syncer_cluster_rules(version)
+    granted = {resource for rule in _host_rules(rendered) for resource in rule["resources"]}
+    assert not granted & {"pods", "configmaps", "secrets", "namespaces"}
+    assert "nodes" in granted, "teams still see the GPU nodes"
+    (role,) = [o for o in rendered if o["kind"] == "Role"]
+    for resource in ("pods", "configmaps"):
+        assert any(resource in rule["resources"] and "watch" in rule["verbs"] for rule in role["rules"]), resource
+
+
+@pytest.mark.parametrize("release", [r for r in ALL if r.chart.startswith("vcluster-")], ids=release_id)
+def test_the_queue_view_is_copied_in_from_the_syncers_own_namespace(release: Release) -> None:
+    mappings = _syncer_config(release.render())["sync"]["fromHost"]["configMaps"]
     assert mappings["enabled"] is True
     assert mappings["mappings"]["byName"] == {f"/{QUEUE_VIEW_CONFIGMAP}": QUEUE_VIEW_IN_TENANT}
-    plain = render(release.name, release.namespace, release.chart, _without_queue_view(release.values))
-    assert _host_rules(rendered) == _host_rules(plain)
-    version = release.chart.removeprefix("vcluster-").removesuffix(".tgz")
-    assert _host_rules(rendered) == list(VCLUSTER_SYNCER_CLUSTER_RULES[version])
-    granted = {resource for rule in _host_rules(rendered) for resource in rule["resources"]}
-    assert not granted & {"configmaps", "secrets", "namespaces"}
-    (role,) = [o for o in rendered if o["kind"] == "Role"]
-    assert any("configmaps" in rule["resources"] and "watch" in rule["verbs"] for rule in role["rules"])
 
 
 @pytest.mark.parametrize("chart_file", sorted({r.chart for r in ALL if r.chart.startswith("vcluster-")}))
-def test_every_value_the_syncers_cluster_role_reads_turns_the_view_off_when_a_tenant_sets_it(chart_file: str) -> None:
+def test_every_value_the_syncers_cluster_role_reads_keeps_the_charts_role(
+    chart_file: str,
+) -> None:
     """A tenant's own values that reach the ClusterRole's templates would be lost under overwriteRules, so a tenant
-    that sets one keeps the chart's ClusterRole and no view: the platform's list must hold each value read."""
+    that sets one keeps the chart's ClusterRole (with a warning) and no view: the platform's list must hold each
+    value read."""
     read = set()
     for member in ("vcluster/templates/clusterrole.yaml", "vcluster/templates/_rbac.tpl"):
         read |= {tuple(m.split(".")) for m in re.findall(r"\.Values\.([A-Za-z0-9_.]+)", chart_text(chart_file, member))}

@@ -84,7 +84,7 @@ def test_tenant_values_are_merged_last() -> None:
 
 
 SHAPES_THE_ROLE = "which shapes the syncer's host ClusterRole"
-QUEUE_VIEW_CASES: dict[str, tuple[dict[str, Any], str | None, str | None]] = {
+SYNCER_ROLE_CASES: dict[str, tuple[dict[str, Any], str | None, str | None]] = {
     "platform-values-alone": ({}, None, None),
     "a-setting-the-cluster-role-never-reads": ({"sync": {"toHost": {"ingresses": {"enabled": True}}}}, None, None),
     "host-storage-classes": (
@@ -110,12 +110,12 @@ QUEUE_VIEW_CASES: dict[str, tuple[dict[str, Any], str | None, str | None]] = {
 }
 
 
-@pytest.mark.parametrize("name", QUEUE_VIEW_CASES)
-def test_a_tenant_gets_the_queue_view_unless_its_values_or_version_would_change_the_syncers_host_role(
+@pytest.mark.parametrize("name", SYNCER_ROLE_CASES)
+def test_a_tenant_gets_the_narrowed_syncer_role_and_the_queue_view_unless_its_values_or_version_forbid(
     name: str,
 ) -> None:
-    """Without the view, the tenant's values are the chart's to act on, and the preview says why it has none."""
-    values, version, blocked = QUEUE_VIEW_CASES[name]
+    """Otherwise the tenant's values are the chart's to act on, and the preview says what that costs and why."""
+    values, version, blocked = SYNCER_ROLE_CASES[name]
 
     def tenant(config: dict[str, Any]) -> None:
         config["tenants"][0]["values"] = values
@@ -125,15 +125,18 @@ def test_a_tenant_gets_the_queue_view_unless_its_values_or_version_would_change_
     run = _run(tenant)
     given = _values(run, "team-nlp")
     mapping = given["sync"]["fromHost"].get("configMaps", {}).get("mappings", {}).get("byName", {})
-    warnings = [w for w in run.warnings if "queue view" in w]
+    warnings = [w for w in run.warnings if "host ClusterRole" in w]
     if blocked is None:
         assert mapping == {"/gpu-tenancy-queue": "gpu-tenancy/queue"}
-        assert given["rbac"]["clusterRole"]["overwriteRules"]
+        rules = given["rbac"]["clusterRole"]["overwriteRules"]
+        assert "pods" not in {resource for rule in rules for resource in rule["resources"]}
         assert warnings == []
     else:
         assert "/gpu-tenancy-queue" not in mapping
         assert "overwriteRules" not in given.get("rbac", {}).get("clusterRole", {})
-        assert warnings == [f"tenant team-nlp gets no queue view inside its vCluster (docs/teams.md): {blocked}"]
+        (warning,) = warnings
+        assert warning.startswith("tenant team-nlp keeps the vCluster chart's host ClusterRole, so its syncer may read")
+        assert warning.endswith(f"no queue view (docs/security.md): {blocked}")
 
 
 def test_node_ports_are_unique_and_in_the_node_port_range(dev_run: ProgramRun) -> None:

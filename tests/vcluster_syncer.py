@@ -8,19 +8,20 @@ the syncer sends, against the request the lab's audit log recorded from the real
 `stored` is the tenant's kube-apiserver 1.36 on the fields these pods use (kubernetes pkg/apis/core/v1/defaults.go,
 plugin/pkg/admission/serviceaccount/admission.go, plugin/pkg/admission/defaulttolerationseconds and
 plugin/pkg/admission/priority @v1.36.3). `Syncer.host_pod` is loft-sh/vcluster @v0.35.1 with the platform's values
-(components/vcluster_tenant/values.py: no PriorityClass sync, setOwner false, useSecretsForSATokens, the default
-single-namespace mode), from pkg/controllers/resources/pods/translate/translator.go Translate and
-pkg/util/translate (HostMetadata, HostLabelsMap, SafeConcatName):
+(components/vcluster_tenant/values.py: no PriorityClass sync, setOwner false, the default single-namespace mode),
+from pkg/controllers/resources/pods/translate/translator.go Translate and pkg/util/translate (HostMetadata,
+HostLabelsMap, SafeConcatName):
 
 - metadata: the host name is SafeConcatName(<name>, x, <namespace>, x, <vcluster>); labels are copied, but
   release, vcluster.loft.sh/namespace, managed-by and controlled-by, which become
   vcluster.loft.sh/label-<vcluster>-x-<sha256(key)[:10]>; the syncer adds managed-by and namespace, and one
   vcluster.loft.sh/ns-label-... per label of the virtual namespace; annotations are copied, with the syncer's
-  object-*, name, namespace, uid, service-account-name, labels, managed-annotations, owner references and
-  cluster-autoscaler.kubernetes.io/safe-to-evict; no owner reference.
-- spec: the service account is vc-workload-<vcluster>, its token automount off; the projected token becomes a
-  Secret the syncer writes beside the pod; ConfigMap, Secret and claim names become their host copies', field
-  references to metadata become the syncer's annotations; every container gets the KUBERNETES_* variables
+  object-*, name, namespace, uid, service-account-name, labels, managed-annotations, owner references, the pod's
+  ServiceAccount token (ten years, for the team's own cluster) and cluster-autoscaler.kubernetes.io/safe-to-evict;
+  no owner reference.
+- spec: the service account is vc-workload-<vcluster>, its token automount off; the projection reads the token
+  from its annotation; ConfigMap, Secret and claim names become their host copies', field references to metadata
+  become the syncer's annotations; every container gets the KUBERNETES_* variables
   (and links to its namespace's Services) first; DNS points at the tenant's CoreDNS; priorityClassName and priority
   are cleared; the rest (schedulerName, runtimeClassName, nodeName, volumes, securityContext, resources) is copied.
 - diff.go Diff: a later edit of labels or annotations reaches the host as what the team added, changed or removed;
@@ -51,6 +52,12 @@ ACCESS_VOLUME = "kube-api-access-model"
 ACCESS_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 DEFAULT_MODE = 420
 """0644, every volume's default mode (SetDefaults_ConfigMapVolumeSource and the rest)."""
+TOKEN_PREFIX = "vcluster.loft.sh/token-"
+TOKEN_ANNOTATION = f"{TOKEN_PREFIX}modelled"
+"""translator.go names it with 8 random letters; the model picks 8."""
+TOKEN = "e" * 1105
+"""A pod's ServiceAccount token is about this long (the real syncer's, in the lab): it counts against the annotation
+bound."""
 SYNCER_ANNOTATIONS = (
     "vcluster.loft.sh/name",
     "vcluster.loft.sh/namespace",
@@ -291,6 +298,9 @@ class Syncer:
                 ):
                     annotations["vcluster.loft.sh/owner-set-kind"] = owner["kind"]
                     break
+        spec = self._spec(virtual)
+        if TOKEN_ANNOTATION in json.dumps(spec.get("volumes") or []):
+            annotations[TOKEN_ANNOTATION] = TOKEN
         return {
             "kind": "Pod",
             "apiVersion": "v1",
@@ -300,7 +310,7 @@ class Syncer:
                 "labels": labels,
                 "annotations": annotations,
             },
-            "spec": self._spec(virtual),
+            "spec": spec,
         }
 
     def _labels(self, labels: Json, namespace: str) -> Json:
@@ -451,11 +461,11 @@ class Syncer:
         for item in (source.get("downwardAPI") or {}).get("items") or []:
             _field_ref(item.get("fieldRef"), self.vcluster)
         if "serviceAccountToken" in source:
-            # translateProjectedVolume with useSecretsForSATokens: the token, keyed by the volume's name, in the
-            # Secret <pod>-sa-token's host copy (pods/token/sa_token_secret.go SecretNameFromPodName).
+            # translateProjectedVolume: the token the syncer asks the tenant's API for goes in an annotation of the
+            # host pod (vcluster.loft.sh/token-<8 random letters>), which the projection reads.
             token = source.pop("serviceAccountToken")
-            item = {"key": volume, "path": token["path"], "mode": DEFAULT_MODE}
-            source["secret"] = {"name": self.host_name(f"{pod}-sa-token", namespace), "items": [item]}
+            reference = {"apiVersion": "v1", "fieldPath": f"metadata.annotations['{TOKEN_ANNOTATION}']"}
+            source["downwardAPI"] = {"items": [{"path": token["path"], "fieldRef": reference, "mode": DEFAULT_MODE}]}
 
     def _metadata(self, obj: Json, kind: str, uid: str) -> Json:
         """pkg/util/translate HostMetadata: labels as for a pod, without the namespace's; annotations copied, with

@@ -18,7 +18,8 @@ from config.upstream import (
     KUBECONFIG_SECRET_PREFIX,
     VCLUSTER_OSS_REPOSITORY,
 )
-from config.vcluster_tenant.queue_view import queue_view_blocker, queue_view_values
+from config.vcluster_tenant.queue_view import queue_view_values
+from config.vcluster_tenant.syncer_role import syncer_role_blocker, syncer_role_values
 from config.vcluster_tenant.tenants import LimitRangeConfig, PodSecurityLevel, TenantConfig, VClusterConfig
 
 _PERSISTENCE = ("controlPlane", "statefulSet", "persistence")
@@ -148,9 +149,10 @@ def vcluster_values(
     if settings.oidc is not None:
         # Members sign in through the organisation's identity provider (oidc.py).
         values = with_oidc(values, settings.oidc)
-    if queue_view_blocker(tenant.values, version) is None:
-        # The team's queue, readable inside: kubectl get configmap queue -n gpu-tenancy (config/vcluster_tenant).
-        values = deep_merge(values, queue_view_values(version))
+    if syncer_role_blocker(tenant.values, version) is None:
+        # The syncer reads no other team's pods (syncer_role.py); and the team's queue, readable inside:
+        # kubectl get configmap queue -n gpu-tenancy (queue_view.py).
+        values = deep_merge(deep_merge(values, syncer_role_values(version)), queue_view_values())
     if control_plane_node is not None:
         # The chart copies scheduling.nodeSelector into the StatefulSet's pod (loft-sh/vcluster
         # chart/templates/statefulset.yaml @v0.35.1); the kubelet labels its node with its hostname.
