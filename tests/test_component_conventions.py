@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from components.shared.ownership import NOT_APPLIED, PATCH_FORCE
 from harness import ROOT
+from tests.stacks import STACKS
 from tests.stacks import stack as registered
 
 COMPONENT_FILES = sorted((ROOT / "components").rglob("*.py"))
@@ -48,6 +50,7 @@ def test_component_token_outputs_and_register_outputs_last(path: Path, cls: ast.
     first, last = _call(init.body[0]), _call(init.body[-1])
     assert first is not None
     assert ast.unparse(first.func) == "super().__init__", f"{cls.name}.__init__ must start with super().__init__"
+    assert ast.unparse(first.args[3]) == "owned(opts)", f"{cls.name} owns its objects' fields (shared/ownership.py)"
     token = first.args[0]
     assert isinstance(token, ast.Constant)
     assert token.value == f"gpu-tenancy:index:{cls.name}", path.name
@@ -117,3 +120,18 @@ def test_no_component_is_given_dependencies_its_children_would_not_wait_for(stac
     components = [r for r in run.registrations if r.type.startswith("gpu-tenancy:index:")]
     assert components
     assert [(r.type, r.name) for r in components if r.dependencies] == []
+
+
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_every_kubernetes_object_the_program_applies_forces_its_own_fields(stack: str) -> None:
+    """A field changed by hand is put back by the next `up` instead of failing it on the conflict
+    (components/shared/ownership.py; the lab's real engine shows both: tests/test_lab_stack_life.py)."""
+    unforced = [
+        r.name
+        for r in registered(stack).registrations
+        if r.type.startswith("kubernetes:")
+        and not r.read
+        and not r.type.startswith(NOT_APPLIED)
+        and ((r.inputs.get("metadata") or {}).get("annotations") or {}).get(PATCH_FORCE) != "true"
+    ]
+    assert unforced == []

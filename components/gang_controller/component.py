@@ -17,6 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.shared.labels import MANAGED_BY
+from components.shared.ownership import owned
 from components.shared.python_program import LOCKED_CONTAINER, fresh_file_check, python_env
 from components.shared.python_program import program_files as python_program_files
 from config.names import QUEUE_VIEW_CONFIGMAP
@@ -139,7 +140,7 @@ class GangController(pulumi.ComponentResource):
     """Where the controller runs."""
 
     def __init__(self, name: str, args: GangControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:GangController", name, None, opts)
+        super().__init__("gpu-tenancy:index:GangController", name, None, owned(opts))
         child = pulumi.ResourceOptions(parent=self)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",

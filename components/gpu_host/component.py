@@ -28,6 +28,7 @@ from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import kubeconfig_server_host, kubeconfig_server_port
 from components.shared.labels import MANAGED_BY, object_name
+from components.shared.ownership import owned
 from components.shared.providers import MUTABLE_OBJECTS
 from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
 from config.gpu_host.host import BrevHost, HostConfig, KubeconfigHost, SshHost
@@ -109,7 +110,7 @@ class GpuHost(pulumi.ComponentResource):
     """(address, port) of each endpoint of the `kubernetes` Service: where pods really reach the API server."""
 
     def __init__(self, name: str, args: GpuHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:GpuHost", name, None, opts)
+        super().__init__("gpu-tenancy:index:GpuHost", name, None, owned(opts))
         self._name = name
         self._args = args
         host = args.host

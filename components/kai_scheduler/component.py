@@ -13,6 +13,7 @@ from components.kai_scheduler.values import kai_release_values
 from components.shared.gate import Gate, GateArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
+from components.shared.ownership import owned
 from config.kai_scheduler.fairness import FairnessConfig
 from config.kai_scheduler.settings import KaiSchedulerConfig
 from config.upstream import SCHEDULER_NAME, SCHEDULING_SHARD_API
@@ -58,7 +59,7 @@ class KaiScheduler(pulumi.ComponentResource):
     """The default SchedulingShard's spec, as applied."""
 
     def __init__(self, name: str, args: KaiSchedulerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:KaiScheduler", name, None, opts)
+        super().__init__("gpu-tenancy:index:KaiScheduler", name, None, owned(opts))
         settings = args.settings
         # Children inherit the host's provider from this component's options.
         child = pulumi.ResourceOptions(parent=self)

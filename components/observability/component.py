@@ -20,6 +20,7 @@ from components.observability.team_sign_in import TeamViewsSignIn
 from components.observability.team_views import TeamViews, TeamViewsArgs
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.labels import MANAGED_BY, object_name
+from components.shared.ownership import owned
 from config.observability.settings import ObservabilityConfig
 from config.upstream import (
     DCGM_SERVICE,
@@ -106,7 +107,7 @@ class Observability(pulumi.ComponentResource):
     """With observability.teamViews and at least one team: each team's login."""
 
     def __init__(self, name: str, args: ObservabilityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:Observability", name, None, opts)
+        super().__init__("gpu-tenancy:index:Observability", name, None, owned(opts))
         self._name = name
         self._args = args
         settings = args.settings

@@ -36,6 +36,7 @@ from components.observability.team_objects import (
 from components.observability.team_rules import prometheus_rule_spec
 from components.observability.team_sign_in import CA_FILE, TeamViewsSignIn
 from components.shared.labels import MANAGED_BY
+from components.shared.ownership import owned
 
 PROMETHEUS_RULE_API = ("monitoring.coreos.com/v1", "PrometheusRule")
 CERTIFICATE_DAYS = 365
@@ -94,7 +95,7 @@ class TeamViews(pulumi.ComponentResource):
     """The self-signed certificate the team Grafana serves, for browsers and curl to trust."""
 
     def __init__(self, name: str, args: TeamViewsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:TeamViews", name, None, opts)
+        super().__init__("gpu-tenancy:index:TeamViews", name, None, owned(opts))
         child = pulumi.ResourceOptions(parent=self)
         namespace = args.namespace
         certificate = self._certificate(name, args, child)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.shared.ownership import owned
 from components.shared.queue_manifest import API_VERSION, KIND, queue_manifest
 from config.queue_hierarchy.hierarchy import QueueTree
 from config.queue_hierarchy.queues import QueueConfig
@@ -26,7 +27,7 @@ class QueueHierarchy(pulumi.ComponentResource):
     """The queues pods can be scheduled into (KAI ignores pods in parent queues)."""
 
     def __init__(self, name: str, args: QueueHierarchyArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:QueueHierarchy", name, None, opts)
+        super().__init__("gpu-tenancy:index:QueueHierarchy", name, None, owned(opts))
         tree = QueueTree(args.queues)
         created: dict[str, k8s.apiextensions.CustomResource] = {}
         for queue in tree.parents_first():

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 
 from components.shared.gate_pod import RETRIES, GateStep, fingerprint, gate_pod
 from components.shared.labels import MANAGED_BY
+from components.shared.ownership import owned
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
@@ -65,7 +66,7 @@ class Gate(pulumi.ComponentResource):
     """Depend on this to run only once every step has passed."""
 
     def __init__(self, name: str, args: GateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:Gate", name, None, opts)
+        super().__init__("gpu-tenancy:index:Gate", name, None, owned(opts))
         if args.service_account is not None and args.grants:
             raise ValueError("a gate either runs as an existing account or is granted its own")
         # Before gates were components, these resources were children of the component that made the gate:

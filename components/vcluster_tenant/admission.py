@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.shared.ownership import owned
 from components.vcluster_tenant.gang_rules import (
     CONSISTENCY_POLICY,
     GANG_POLICY,
@@ -69,7 +70,7 @@ class TenantAdmission(pulumi.ComponentResource):
     """The bindings: a tenant's vCluster waits for them, so no synced pod ever escapes the policies."""
 
     def __init__(self, name: str, args: TenantAdmissionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:TenantAdmission", name, None, opts)
+        super().__init__("gpu-tenancy:index:TenantAdmission", name, None, owned(opts))
         child = pulumi.ResourceOptions(parent=self)
         configmaps = configmap_policy_spec(args.kai_namespace, args.gang_controller_user)
         podgroups = podgroup_policy_spec(

@@ -19,6 +19,7 @@ from components.shared.gate_pod import GateStep
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
 from components.shared.labels import MANAGED_BY, object_name
+from components.shared.ownership import owned
 from components.shared.providers import MUTABLE_OBJECTS
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
 from components.vcluster_tenant.kai_rules import MIN_GPU_MEMORY_ANNOTATION, memory_floor_mib, namespace_annotations
@@ -108,7 +109,7 @@ class VClusterTenant(pulumi.ComponentResource):
     """With vcluster.oidc: the kubeconfig every member signs in through the identity provider with (oidc.py)."""
 
     def __init__(self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:VClusterTenant", name, None, opts)
+        super().__init__("gpu-tenancy:index:VClusterTenant", name, None, owned(opts))
         tenant = args.tenant
         self._tenant = tenant.name
         # The host's provider comes with this component's options; add-ons name the tenant's own.

@@ -23,6 +23,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.shared.labels import MANAGED_BY
+from components.shared.ownership import owned
 from config.issues import ConfigError, Path, problem
 from config.stack import StackConfig
 from config.vcluster_tenant.node_ports import (
@@ -111,7 +112,7 @@ class NodePortMemory(pulumi.ComponentResource):
     """Done once this `up`'s assignment is written: every tenant's Service waits for it."""
 
     def __init__(self, name: str, args: NodePortMemoryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-tenancy:index:NodePortMemory", name, None, opts)
+        super().__init__("gpu-tenancy:index:NodePortMemory", name, None, owned(opts))
         settings = args.settings
         child = pulumi.ResourceOptions(parent=self)
         metadata = {"name": MEMORY_NAME, "namespace": MEMORY_NAMESPACE, "labels": dict(MANAGED_BY)}
