@@ -1,5 +1,14 @@
 """Rules of the Pulumi engine and its providers that Pulumi's mocks do not apply, reproduced from their source.
 
+The fast tests of changes, upgrades, removals and recovery plan an `up` with `plan` here, in every host mode. The
+lab's real engine (v3.274.0, pulumi-kubernetes v4.25.0) holds `plan` equal to its own steps wherever it can run:
+each rule on a program of ConfigMaps (tests/test_lab_engine.py), and the whole reference stack in kubeconfig mode,
+through a quota, a team's vCluster version, a floor, the KAI version, a team added and one removed
+(tests/test_lab_stack_life.py). What this module still adds: the brev and ssh programs, whose pulumi-command,
+pulumi-random and pulumi-tls providers the module proxy refuses (so `replaceOnChanges` on commands and
+TLS_FORCE_NEW are shown on no real engine); a create over an existing object as pulumi-kubernetes 4.3x answers it
+(`create_over_existing`: v4.25.0 still upserts); and pulumi-command's failure text (`failure_text`).
+
 - pulumi-command's error for a failed command: the exit error, the whole command text (Go `%q`), then
   everything it printed on stdout and stderr, whatever `logging` says:
   `fmt.Errorf("%w: running %q:\\n%s", err, command, stdouterrbuf.String())`
