@@ -97,7 +97,7 @@ class CostReport:
 
 def _depths(tree: QueueTree) -> dict[str, int]:
     depth: dict[str, int] = {}
-    for queue in tree.parents_first():
+    for queue in tree.parents_first:
         depth[queue.name] = 0 if queue.parent_queue is None else depth[queue.parent_queue] + 1
     return depth
 

@@ -25,7 +25,7 @@ v0.16, quirks included; with time-based fairness, past usage bends each round's 
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from config.queue_hierarchy.hierarchy import QueueTree
 from config.queue_hierarchy.queues import QueueConfig, ResourceName
@@ -44,7 +44,7 @@ class TimeBased:
 NO_USAGE = TimeBased(0.0, {})
 
 
-@dataclass
+@dataclass(slots=True)
 class _Share:
     name: str
     order: int
@@ -56,10 +56,11 @@ class _Share:
     request: float
     usage: float = 0.0
     fair_share: float = 0.0
+    requestable: float = field(init=False)
+    """The request capped by the limit, fixed for the division: once the queue has it, it is satisfied."""
 
-    @property
-    def requestable(self) -> float:
-        return self.request if self.limit == UNLIMITED else min(self.request, self.limit)
+    def __post_init__(self) -> None:
+        self.requestable = self.request if self.limit == UNLIMITED else min(self.request, self.limit)
 
     @property
     def remaining_request(self) -> float:
@@ -67,9 +68,7 @@ class _Share:
 
     @property
     def satisfied(self) -> bool:
-        if self.request <= self.fair_share:
-            return True
-        return self.limit != UNLIMITED and self.limit <= self.fair_share
+        return self.requestable <= self.fair_share
 
 
 def _give_quotas(amount: float, siblings: Sequence[_Share]) -> float:
@@ -164,38 +163,65 @@ def _divide_siblings(amount: float, siblings: Sequence[_Share], k_value: float) 
             remaining = _divide_remainders(remaining, group, remainders[priority])
 
 
+def _share(queue: QueueConfig, order: int, request: float, resource: ResourceName, usage: float) -> _Share:
+    resource_share = queue.resources.share(resource)
+    return _Share(
+        name=queue.name,
+        order=order,
+        priority=queue.priority,
+        quota=resource_share.quota,
+        limit=resource_share.limit,
+        weight=resource_share.over_quota_weight,
+        request=request,
+        usage=usage,
+    )
+
+
 def fair_shares(
     queues: Sequence[QueueConfig],
     capacity: float,
     demand: Mapping[str, float],
     resource: ResourceName = "gpu",
     time_based: TimeBased = NO_USAGE,
+    *,
+    tree: QueueTree | None = None,
 ) -> dict[str, float]:
     """Every queue's fair share of `capacity`, given each leaf queue's demand (absent = 0) and, with time-based
-    fairness, each queue's past use."""
-    tree = QueueTree(list(queues))
-    children = tree.children
-    request: dict[str, float] = {}
-    for queue in reversed(tree.parents_first()):
-        kids = children.get(queue.name, [])
-        request[queue.name] = sum(request[k.name] for k in kids) if kids else float(demand.get(queue.name, 0.0))
-    shares = {}
-    for order, queue in enumerate(queues):
-        resource_share = queue.resources.share(resource)
-        shares[queue.name] = _Share(
-            name=queue.name,
-            order=order,
-            priority=queue.priority,
-            quota=resource_share.quota,
-            limit=resource_share.limit,
-            weight=resource_share.over_quota_weight,
-            request=request[queue.name],
-            usage=time_based.usage.get(queue.name, 0.0),
-        )
+    fairness, each queue's past use. `tree`: the queues' index, when the caller has one to share."""
+    tree = tree or QueueTree(list(queues))
+    children, order, usage = tree.children, tree.index, time_based.usage
+    shares: dict[str, _Share] = {}
+    for queue in reversed(tree.parents_first):  # children first: a parent requests what its children do
+        kids = children[queue.name]
+        request = sum(shares[k.name].request for k in kids) if kids else float(demand.get(queue.name, 0.0))
+        shares[queue.name] = _share(queue, order[queue.name], request, resource, usage.get(queue.name, 0.0))
     k_value = time_based.k_value
     _divide_siblings(capacity, [shares[q.name] for q in queues if q.parent_queue is None], k_value)
-    for queue in tree.parents_first():
-        kids = children.get(queue.name, [])
+    for queue in tree.parents_first:
+        kids = children[queue.name]
         if kids:
             _divide_siblings(shares[queue.name].fair_share, [shares[k.name] for k in kids], k_value)
     return {q.name: shares[q.name].fair_share for q in queues}
+
+
+def alone_shares(tree: QueueTree, capacity: float, resource: ResourceName = "gpu") -> dict[str, float]:
+    """What each leaf gets when no other queue asks for anything, all leaves in one pass down the tree.
+
+    Queues that ask for nothing get nothing, so a leaf's share depends on its path from the root
+    alone; and every queue on that path requests the whole pool (the leaf's demand summed up), so
+    a parent's share is the same whichever leaf below it asks. Each queue is divided once, as the
+    only sibling asking, from its parent's share and its own quota, limit and weight: queues alike
+    in those (teams of one department, set up alike) share one division.
+    """
+    got: dict[str, float] = {}
+    divided: dict[tuple[float, float, float, float], float] = {}
+    for queue in tree.parents_first:
+        amount = capacity if queue.parent_queue is None else got[queue.parent_queue]
+        terms = queue.resources.share(resource)
+        key = (amount, terms.quota, terms.limit, terms.over_quota_weight)
+        if key not in divided:
+            share = _share(queue, 0, capacity, resource, 0.0)
+            _divide_siblings(amount, [share], 0.0)
+            divided[key] = share.fair_share
+        got[queue.name] = divided[key]
+    return {leaf: got[leaf] for leaf in tree.leaves}

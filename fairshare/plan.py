@@ -11,14 +11,14 @@ from typing import Any
 from config.queue_hierarchy.hierarchy import QueueTree
 from config.queue_hierarchy.queues import QueueConfig
 from config.types import UNLIMITED, plain_number
-from fairshare.division import TimeBased, fair_shares
+from fairshare.division import TimeBased, alone_shares, fair_shares
 from fairshare.usage import PastUsage
 
 HOURS_PER_MONTH = 730
 """The billing month of cloud price lists: 365 * 24 / 12."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueuePlan:
     name: str
     parent: str | None
@@ -124,18 +124,6 @@ def _rigid(queue: QueueConfig, capacity: float) -> float:
     return capacity if quota == UNLIMITED else min(quota, capacity)
 
 
-def alone(tree: QueueTree, leaf: str, capacity: float) -> float:
-    """What `leaf` gets when no other queue asks for anything.
-
-    Queues that ask for nothing get nothing, so only the leaf's own path from its root
-    decides: the division runs on that path alone, which keeps a plan of N teams linear.
-    """
-    path = [tree.queues[tree.index[leaf]]]
-    while (parent := path[-1].parent_queue) is not None:
-        path.append(tree.queues[tree.index[parent]])
-    return fair_shares(path[::-1], capacity, {leaf: capacity})[leaf]
-
-
 @dataclass(frozen=True)
 class PastUse:
     """Time-based fairness for a plan: the past use read, and the kValue KAI weighs it with."""
@@ -157,11 +145,12 @@ def plan(
 ) -> Plan:
     """`past`: add each queue's all-busy share as KAI divides it given that past use (time-based fairness)."""
     tree = QueueTree(list(queues))
-    leaves = tree.leaves
+    leaves = tree.leaf_set
     busy = dict.fromkeys(leaves, capacity)
-    saturated = fair_shares(queues, capacity, busy)
-    adjusted = fair_shares(queues, capacity, busy, time_based=past.time_based()) if past else None
-    what_if = fair_shares(queues, capacity, demand) if demand is not None else None
+    saturated = fair_shares(queues, capacity, busy, tree=tree)
+    by_itself = alone_shares(tree, capacity)
+    adjusted = fair_shares(queues, capacity, busy, time_based=past.time_based(), tree=tree) if past else None
+    what_if = fair_shares(queues, capacity, demand, tree=tree) if demand is not None else None
     rows = []
     for queue in queues:
         gpu = queue.resources.gpu
@@ -175,7 +164,7 @@ def plan(
                 weight=gpu.over_quota_weight,
                 priority=queue.priority,
                 saturated=saturated[queue.name],
-                alone=alone(tree, queue.name, capacity) if leaf else None,
+                alone=by_itself[queue.name] if leaf else None,
                 rigid=_rigid(queue, capacity) if leaf else None,
                 demand=(demand or {}).get(queue.name, 0.0) if demand is not None and leaf else None,
                 what_if=what_if[queue.name] if what_if is not None else None,

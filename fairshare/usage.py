@@ -47,7 +47,7 @@ def with_parents(usage: Mapping[str, float], tree: QueueTree) -> dict[str, float
     """A parent's use is its children's, as KAI's queue-controller allocates a parent the sum of its children's
     (pkg/queuecontroller/controllers/resource_updater/resource_updater.go @v0.16.8); one given in the file wins."""
     total = dict(usage)
-    for queue in reversed(tree.parents_first()):
+    for queue in reversed(tree.parents_first):
         kids = tree.children.get(queue.name, [])
         if kids and queue.name not in total:
             total[queue.name] = sum(total.get(kid.name, 0.0) for kid in kids)

@@ -72,7 +72,7 @@ def _forests(draw: st.DrawFn) -> list[QueueConfig]:
 
 @given(_forests())
 def test_parents_are_always_created_before_their_children(queues: list[QueueConfig]) -> None:
-    ordered = QueueTree(queues).parents_first()
+    ordered = QueueTree(queues).parents_first
     assert sorted(q.name for q in ordered) == sorted(q.name for q in queues)
     position = {q.name: i for i, q in enumerate(ordered)}
     for queue in queues:

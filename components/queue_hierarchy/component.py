@@ -30,7 +30,7 @@ class QueueHierarchy(pulumi.ComponentResource):
         super().__init__("gpu-tenancy:index:QueueHierarchy", name, None, owned(opts))
         tree = QueueTree(args.queues)
         created: dict[str, k8s.apiextensions.CustomResource] = {}
-        for queue in tree.parents_first():
+        for queue in tree.parents_first:
             # Children depend on their parent, so teardown deletes children first.
             parent = [created[queue.parent_queue]] if queue.parent_queue else []
             manifest = queue_manifest(queue)

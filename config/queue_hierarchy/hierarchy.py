@@ -51,10 +51,16 @@ class QueueTree:
     def is_leaf(self, name: str) -> bool:
         return not self.children.get(name)
 
-    @property
+    @cached_property
     def leaves(self) -> list[str]:
         return [q.name for q in self.queues if self.is_leaf(q.name)]
 
+    @cached_property
+    def leaf_set(self) -> frozenset[str]:
+        """The leaves for membership tests: a plan of 100,000 queues asks once per queue."""
+        return frozenset(self.leaves)
+
+    @cached_property
     def parents_first(self) -> list[QueueConfig]:
         """Roots, then their children, and so on, keeping config order within a level.
 
@@ -172,9 +178,11 @@ def _splits(queues: Sequence[QueueConfig]) -> Iterator[_Split]:
     tree = QueueTree(queues)
     for parent in queues:
         kids = tree.children[parent.name]
+        if not kids:
+            continue
         for resource in RESOURCES:
             budget = _quota(parent, resource)
-            if kids and budget is not None:
+            if budget is not None:
                 quotas = [_quota(kid, resource) for kid in kids]
                 yield _Split(tree.index[parent.name], parent, resource, budget, kids, quotas)
 
