@@ -90,6 +90,7 @@ admission = (
             reserved_labels=settings.observability.grafana_labels,
             # A kubelet this stack bootstraps defaults to RuntimeDefault (host.kubelet); another may not.
             default_seccomp=not settings.bootstraps_host,
+            gpus=host.gpu,
             pod_groups_served=[kai.ready],
         ),
         opts=on_host,
@@ -113,7 +114,6 @@ tenants = {
             api_endpoints=host.api_endpoints,
             machine_addresses=host.machine_addresses,
             host_cluster_identifier=host.cluster_identifier,
-            gpus=host.gpu,
             control_plane_node=host.control_plane_node,
             secret_values="tenants" in inputs.secret_values,
             waits_for=[*admission, *ports.remembered],
@@ -126,10 +126,7 @@ if tenants:
     # KAI's PodGroups for the gangs teams start, written only in the tenants' namespaces.
     GangController(
         "gangs",
-        GangControllerArgs(
-            tenant_namespaces={name: t.namespace for name, t in tenants.items()},
-            kai_namespace=settings.kai_scheduler.namespace,
-        ),
+        GangControllerArgs(kai_namespace=settings.kai_scheduler.namespace),
         opts=on_host,
     )
 

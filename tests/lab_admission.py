@@ -107,6 +107,8 @@ class RunPolicies:
                 if original in NEEDS_KAI:
                     extra.append({"key": KAI_SERVING_LABEL, "operator": "In", "values": ["serving"]})
                 selector["matchExpressions"] = [*selector.get("matchExpressions", []), *extra]
+                if "name" in spec.get("paramRef", {}):
+                    spec["paramRef"]["name"] = self._params(spec["paramRef"])
                 admin.apply(
                     {
                         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -116,6 +118,23 @@ class RunPolicies:
                     }
                 )
         self._probes()
+
+    def _params(self, ref: Json) -> str:
+        """A binding's named params as the run leaves them (its ConfigMap, then its patch's data), copied under the
+        run's key; returns the copy's name."""
+        data: dict[str, str] = {}
+        found = False
+        for kind in ("kubernetes:core/v1:ConfigMap", "kubernetes:core/v1:ConfigMapPatch"):
+            for registered in self.run.of_type(kind):
+                metadata = registered.inputs.get("metadata") or {}
+                if (metadata.get("name"), metadata.get("namespace")) == (ref["name"], ref["namespace"]):
+                    data.update(registered.inputs.get("data") or {})
+                    found = True
+        name = f"{ref['name']}-{self.key}"
+        if found:  # params the run does not make stay missing
+            metadata = {"name": name, "namespace": ref["namespace"]}
+            self.lab.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data})
+        return name
 
     def _probes(self) -> None:
         """`lab-probe` pods are refused once the run's bindings see the namespace; `lab-param-probe` once the

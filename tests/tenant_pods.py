@@ -19,7 +19,6 @@ VAPB = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBind
 MAP = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy"
 MAPB = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding"
 NAMESPACE = "kubernetes:core/v1:Namespace"
-NAMESPACE_PATCH = "kubernetes:core/v1:NamespacePatch"
 
 SYNCER = "system:serviceaccount:vcluster-team-nlp:vc-team-nlp"
 """The syncer's host identity: the control plane's ServiceAccount vc-<release> (loft-sh/vcluster
@@ -50,15 +49,10 @@ def validating(run: ProgramRun) -> list[tuple[Json, Json]]:
 
 def namespace(run: ProgramRun, team: str) -> Json:
     """The tenant's namespace as the API server holds it once the run is done: with the kubernetes.io/metadata.name
-    label it adds, and the memory floor the run patches on."""
+    label it adds."""
     (registered,) = [r for r in run.of_type(NAMESPACE) if r.name == f"{team}-namespace"]
     metadata = copy.deepcopy(registered.inputs["metadata"])
     metadata["labels"]["kubernetes.io/metadata.name"] = metadata["name"]
-    for patch in run.of_type(NAMESPACE_PATCH):
-        if patch.name == f"{team}-memory-floor":
-            annotations = patch.inputs["metadata"]["annotations"]
-            added = {k: v for k, v in annotations.items() if not k.startswith("pulumi.com/")}
-            metadata.setdefault("annotations", {}).update(added)
     return {"metadata": metadata}
 
 

@@ -51,6 +51,7 @@ def _admission(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
         GANG_CONTROLLER_USER,
         reserved_labels=settings.observability.grafana_labels,
         default_seccomp=True,
+        gpus={"gpu-node-1": {"memoryMiB": 46068}},
     )
     TenantAdmission("tenant-admission", args, opts=opts)
 
@@ -68,7 +69,6 @@ def _tenant(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
         api_endpoints=[("10.0.0.10", 16443)],
         machine_addresses=["203.0.113.10"],
         host_cluster_identifier="elsewhere",
-        gpus={"gpu-node-1": {"memoryMiB": 46068}},
         control_plane_node="gpu-node-1",
         secret_values=False,
         waits_for=[],
@@ -91,9 +91,7 @@ def _observability(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
 
 
 def _gangs(settings: StackConfig, opts: pulumi.ResourceOptions) -> None:
-    args = GangControllerArgs(
-        {tenant.name: f"vcluster-{tenant.name}" for tenant in settings.tenants}, settings.kai_scheduler.namespace
-    )
+    args = GangControllerArgs(settings.kai_scheduler.namespace)
     GangController("gangs", args, opts=opts)
 
 

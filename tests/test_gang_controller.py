@@ -46,6 +46,8 @@ POD_GROUP = ("scheduling.run.ai/v2alpha2", "PodGroup")
 SET_UP = {
     "kubernetes:core/v1:Namespace",
     "kubernetes:core/v1:ServiceAccount",
+    "kubernetes:core/v1:ConfigMap",
+    "kubernetes:core/v1:ConfigMapPatch",
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
     "kubernetes:rbac.authorization.k8s.io/v1:Role",
@@ -55,7 +57,8 @@ SET_UP = {
     "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy",
     "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding",
 }
-"""What the controller needs around it, as the program registers it: namespaces, its account and RBAC, the fence."""
+"""What the controller needs around it, as the program registers it: namespaces, its account and RBAC, the fence
+(with the pod policy's params)."""
 
 
 @pytest.fixture(scope="module")
@@ -632,20 +635,46 @@ def test_the_program_runs_from_its_configmap_with_the_standard_library_alone(her
     assert (tmp_path / "alive").is_file(), "the heartbeat its liveness probe reads"
 
 
-def test_the_controller_may_write_only_in_tenant_namespaces() -> None:
+WRITES_ELSEWHERE = [
+    pytest.param("gpu-tenancy-gangs", POD_GROUP, id="podgroup-in-its-own-namespace"),
+    pytest.param("default", POD_GROUP, id="podgroup-in-default"),
+    pytest.param("kube-system", ("v1", "ConfigMap"), id="configmap-in-kube-system"),
+    pytest.param("default", ("v1", "Event"), id="event-in-default"),
+]
+
+
+def _written(api_version: str, kind: str, namespace: str) -> Json:
+    name = f"written-{uuid.uuid4().hex[:8]}"
+    metadata = {"name": name, "namespace": namespace}
+    if kind == "ConfigMap":
+        return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "data": {"k": "v"}}
+    if kind == "Event":
+        involved = {"kind": "Pod", "name": "p", "namespace": namespace}
+        return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "involvedObject": involved}
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {"minMember": 1, "queue": "q"}}
+
+
+@pytest.mark.parametrize(("namespace", "kind"), WRITES_ELSEWHERE)
+def test_the_controller_writes_in_tenant_namespaces_alone(here: World, namespace: str, kind: tuple[str, str]) -> None:
+    """Its write grant is one cluster-wide binding (one per team would cost a registration each); the program's
+    policy bounds it, on the real API server, as the controller's own account: RBAC lets the write through
+    (authorization comes before admission, so the policy's message proves it), and the policy refuses it.
+    Its writes in a team's namespace are what the tests above watch it make."""
+    controller = here.lab.admin.impersonating(GANG_CONTROLLER_USER)
+    with pytest.raises(ApiError, match="the gang controller writes in tenant namespaces only, not in " + namespace):
+        controller.create(_written(*kind, namespace))
+
+
+def test_the_controller_is_granted_reads_everywhere_and_writes_bounded_by_a_policy() -> None:
     run = run_main(dev_settings())
     bindings = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
-    writers = [b for b in bindings if b.inputs["roleRef"]["name"] == "gpu-tenancy-gang-controller-write"]
-    assert sorted(b.inputs["metadata"]["namespace"] for b in writers) == [
-        "vcluster-team-nlp",
-        "vcluster-team-recommender",
-        "vcluster-team-vision",
-    ]
-    cluster_wide = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
-    (reader,) = [b for b in cluster_wide if b.name == "gangs-read"]
+    assert not [b for b in bindings if "GangController" in b.urn], "no grant per team"
+    cluster_wide = {b.name: b for b in run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")}
     (role,) = [r for r in run.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole") if r.name == "gangs-read"]
-    assert reader.inputs["roleRef"]["name"] == role.inputs["metadata"]["name"]
+    assert cluster_wide["gangs-read"].inputs["roleRef"]["name"] == role.inputs["metadata"]["name"]
     assert {verb for rule in role.inputs["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    guard = run.one("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding", "gangs-tenants-only")
+    assert cluster_wide["gangs-write"].depends_on(guard), "the grant waits for its bound"
 
 
 def test_one_locked_down_replica_of_a_pinned_image() -> None:

@@ -8,6 +8,7 @@ that is refused; KAI's own updates and ordinary workloads are admitted.
 """
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from components.shared.merge import deep_merge
 from components.vcluster_tenant.kai_rules import memory_floor_mib
+from components.vcluster_tenant.policies import POD_POLICY
 from config.sources import load_settings
 from harness import ProgramRun, attempt_main, dev_settings, run_main
 from tests.kai_podgrouper import pod_group
@@ -458,6 +460,8 @@ FRACTIONS: dict[str, tuple[Json, str | tuple[str, ...] | None]] = {
     # 0.05 (minGpuFraction) of the mocked L40S's 46068 MiB: the configured 256 would be a 180th of it.
     "memory-floor": ({"gpu-memory": "2304"}, None),
     "the-old-floor": ({"gpu-memory": "256"}, "gpu-memory 256 is below this team's minimum of 2304"),
+    # ceil(0.05 x 46068) = ceil(2303.4): the API server rounds up, as memory_floor_mib does.
+    "below-by-one": ({"gpu-memory": "2303"}, "gpu-memory 2303 is below this team's minimum of 2304"),
     "one-device": ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1"}, None),
     "eight-devices": ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "8"}, "gpu-fraction-num-devices 8 is above"),
     # KAI's webhook then names the fraction's devices after that prefix, which the device rule refuses too.
@@ -479,6 +483,44 @@ def test_a_fraction_is_honest(program: ProgramRun, name: str) -> None:
     else:
         reasons = (refusal,) if isinstance(refusal, str) else refusal
         assert any(reason in denial for denial in denials for reason in reasons), denials
+
+
+def _pod_binding(run: ProgramRun, change: Callable[[Json], None]) -> ProgramRun:
+    """The run with its pod policy's binding changed, as a cluster could hold it."""
+
+    def changed(registered: Any) -> Any:
+        spec = registered.inputs.get("spec") or {}
+        if not registered.type.endswith("ValidatingAdmissionPolicyBinding") or spec.get("policyName") != POD_POLICY:
+            return registered
+        spec = copy.deepcopy(spec)
+        change(spec)
+        return dataclasses.replace(registered, inputs={**registered.inputs, "spec": spec})
+
+    return dataclasses.replace(run, registrations=[changed(r) for r in run.registrations])
+
+
+GPU_MEMORY_POD = {"gpu-memory": "4096"}
+
+
+@pytest.mark.parametrize(
+    ("binding", "plain", "gpu_memory"),
+    [
+        # An upgrade updates the policy (paramKind) a moment before its binding (paramRef): null params then.
+        (lambda spec: spec.pop("paramRef"), [], "gpu-memory 4096 is below this team's minimum of "),
+        # Someone deleted the params: every pod is refused, none goes unchecked (parameterNotFoundAction: Deny).
+        (lambda spec: spec["paramRef"].update(name="gpu-tenancy-nowhere"), "no params found", "no params found"),
+    ],
+    ids=["binding-without-its-params-yet", "params-deleted"],
+)
+def test_the_gpu_memory_params_fail_safe(dev_run: ProgramRun, binding: Any, plain: Any, gpu_memory: str) -> None:
+    """The team's gpu-memory floor needs the GPUs, from the shared params; without them the real API server
+    refuses what it cannot check and nothing else (a plain pod, while the binding catches up)."""
+    run = _pod_binding(dev_run, binding)
+    container = [{"name": "m", "image": CUDA}]
+    ordinary = create(run, synced(run, virtual(containers=container)))
+    assert ordinary == plain if isinstance(plain, list) else any(plain in d for d in ordinary), ordinary
+    fraction = create(run, synced(run, virtual(annotations=GPU_MEMORY_POD, containers=container)))
+    assert any(gpu_memory in denial for denial in fraction), fraction
 
 
 def test_a_tenants_floor_and_device_limit_override_the_platforms() -> None:

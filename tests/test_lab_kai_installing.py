@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from components.vcluster_tenant.kai_rules import GPU_MEMORY_PARAMS
 from harness import ProgramRun, Registration, dev_settings, run_main
 from harness.lab.cluster import wait_for
 from harness.lab.kube import ApiError
@@ -65,7 +66,15 @@ def _closure(run: ProgramRun, registration: Registration) -> set[str]:
 def _before_kai(run: ProgramRun) -> list[Registration]:
     """The namespaces and admission objects, in registration order, that do not wait for KAI's gate."""
     (gate,) = [r for r in run.of_type("kubernetes:batch/v1:Job") if r.name == KAI_GATE]
-    return [r for r in run.registrations if r.type in ADMISSION_TYPES and gate.urn not in _closure(run, r)]
+    return [
+        r for r in run.registrations if (r.type in ADMISSION_TYPES or _params(r)) and gate.urn not in _closure(run, r)
+    ]
+
+
+def _params(registration: Registration) -> bool:
+    """The pod policy's params: there before its binding (the GPUs' memory is patched on after the GPU gate)."""
+    metadata = registration.inputs.get("metadata") or {}
+    return registration.type == "kubernetes:core/v1:ConfigMap" and metadata.get("name") == GPU_MEMORY_PARAMS["name"]
 
 
 def _control_plane_pod() -> dict[str, object]:

@@ -300,6 +300,7 @@ LAB_ANSWERS: dict[str, tuple[str, ...] | None] = {
     # In kubeconfig mode (the lab's) no GPU node is read, so a team's gpu-memory floor is the configured 256 MiB,
     # not 5% of an L40S (docs/security.md); the mocks' brev stack reads 46068 MiB and refuses this one.
     "fraction/the-old-floor": None,
+    "fraction/below-by-one": None,
 }
 """Cases whose answer in the lab differs from the fast tests', with why."""
 REFUSED_INSIDE = {

@@ -200,12 +200,12 @@ CHANGES = [
     (
         "vcluster.minGpuFraction",
         0.1,
-        {*(f"{team}-namespace" for team in TEAMS), *(f"{team}-memory-floor" for team in TEAMS)},
+        {f"{team}-namespace" for team in TEAMS},
     ),
     ("vcluster.priorityClasses", ["train", "inference"], {f"{team}-namespace" for team in TEAMS}),
     ("tenants.0.maxFractionDevices", 2, {"team-nlp-namespace"}),
-    # Above 0.05 of the L40S's 46068 MiB: below it, the GPU's share decides and nothing changes.
-    ("tenants.1.minGpuMemoryMiB", 4096, {"team-vision-memory-floor"}),
+    # The configured minimum; the policy raises it to 0.05 of the largest GPU where that is more.
+    ("tenants.1.minGpuMemoryMiB", 4096, {"team-vision-namespace"}),
     # The fence is the platform's NetworkPolicies, not the releases' values: no vCluster restarts for it.
     ("vcluster.blockedEgress", ["192.0.2.0/24"], {f"{team}-workloads" for team in TEAMS}),
     # Each machine's kubelet arguments, and nothing else: kubelite restarts there.

@@ -150,14 +150,23 @@ def test_each_team_gets_one_sign_in_kubeconfig_that_holds_no_credential(signed_i
     assert _run(None).exports["signInKubeconfigs"].value == {}
 
 
+def _rendered_release(run: ProgramRun, team: str) -> list[Json]:
+    """What the team's release installs, by real Helm: its control plane's NetworkPolicy among it."""
+    release = run.one("kubernetes:helm.sh/v3:Release", f"{team}-vcluster").inputs
+    chart = chart_file_for(release["chart"], release["version"])
+    return render(release["name"], release["namespace"], chart, release["values"])
+
+
 def test_a_control_plane_reaches_the_provider_on_its_port_and_nothing_else_outside(signed_in: ProgramRun) -> None:
-    policies = world(signed_in, [])
+    policies = world(signed_in, _rendered_release(signed_in, "team-nlp"))
     control_plane = Pod("vcluster-team-nlp", "10.1.10.2", {"release": "team-nlp", "app": "vcluster"})
     assert policies.allows(control_plane, Target("203.0.113.9", 443))
     assert not policies.allows(control_plane, Target("203.0.113.9", 22))
     assert not policies.allows(control_plane, Target("203.0.113.99", 443)), "outside the listed range"
     by_address = _run({"issuerUrl": "https://198.51.100.20:8443/dex", "clientId": "c"})
-    assert world(by_address, []).allows(control_plane, Target("198.51.100.20", 8443))
+    assert world(by_address, _rendered_release(by_address, "team-nlp")).allows(
+        control_plane, Target("198.51.100.20", 8443)
+    )
 
 
 SIGN_IN = {

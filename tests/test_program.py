@@ -15,6 +15,7 @@ from harness import (
     Registration,
     dev_settings,
     run_main,
+    stack_with_teams,
     tenant_kubeconfig,
 )
 from tests.charts import chart_text
@@ -143,9 +144,9 @@ def test_components_own_their_children(dev_run: ProgramRun) -> None:
             if registration.name.startswith("observability-team-views-"):
                 owner = "TeamViews"
             assert parent.type == f"gpu-tenancy:index:{owner}", registration.name
-    # The GPU gate: account, two roles, two bindings, Job; KAI's: account, two roles, two bindings, files, Job;
-    # a tenant's: Job.
-    assert gated == 6 + 7 + 3
+    # The GPU gate: account, two roles, two bindings, Job; KAI's: account, two roles, two bindings, files, Job.
+    # A tenant's kubeconfig gate is its Job alone, the tenant's own child (one registration less per team).
+    assert gated == 6 + 7
 
 
 def test_stack_outputs(dev_run: ProgramRun) -> None:
@@ -260,3 +261,19 @@ def test_the_preview_shows_the_fair_share_plan_and_exports_it(dev_run: ProgramRu
         "alone": 1,
         "rigid": 0.33,
     }
+
+
+def test_a_team_costs_eight_registrations_and_each_member_three() -> None:
+    """Every registration is a step of each `up` and `preview`, a row of the state and a billed resource: a team
+    brings its component, namespace, workloads' NetworkPolicy, release, kubeconfig gate Job and read, queue and
+    team views password (docs/scaling.md), with observability, team views and gangs on; what carries nothing of a
+    team's own is shared."""
+
+    def registered(teams: int, members: int = 0) -> int:
+        config = stack_with_teams(teams)
+        config["tenants"][0]["members"] = [f"member-{i}" for i in range(members)]
+        return len(run_main(config, shared=False).registrations)
+
+    assert registered(4) - registered(3) == 8
+    # The first member brings the team's members namespace, their binding and the provider inside.
+    assert registered(3, members=3) - registered(3, members=2) == 3

@@ -177,7 +177,11 @@ def test_adding_a_fourth_team_changes_no_existing_tenant(dev_run: ProgramRun) ->
 @pytest.mark.parametrize("team", TEAMS)
 def test_a_tenants_vcluster_starts_only_once_the_tenant_policies_exist(dev_run: ProgramRun, team: str) -> None:
     release = dev_run.one(RELEASE, f"{team}-vcluster")
-    bindings = [r for r in dev_run.registrations if r.type.startswith(ADMISSION) and r.type.endswith("Binding")]
+    bindings = [
+        r
+        for r in dev_run.registrations
+        if r.type.startswith(ADMISSION) and r.type.endswith("Binding") and "TenantAdmission" in r.urn
+    ]
     assert len(bindings) == 9
     tenants = {"matchExpressions": [{"key": "gpu-tenancy/tenant", "operator": "Exists"}]}
     for binding in bindings:

@@ -2,9 +2,11 @@
 
 It also writes each tenant's queue view (gangcontrol/queue_view.py), which the tenant's syncer copies
 into its vCluster. Reading is cluster-wide (namespaces, the syncers' pods, PodGroups, Queues); writing
-PodGroups, Events and the view is granted in each tenant's namespace alone, by one RoleBinding per tenant,
-so the controller cannot make a PodGroup anywhere else. One replica, replaced with Recreate,
-so two never race. If it is down, gang pods wait for their PodGroup: none starts alone.
+PodGroups, Events and the view is granted cluster-wide too, by one ClusterRoleBinding, and an admission
+policy refuses every write of the controller's outside the tenants' namespaces (those labelled with a
+tenant, which only the program makes): so the controller cannot make a PodGroup anywhere else, and a
+new team costs no grant of its own. One replica, replaced with Recreate, so two never race. If it is
+down, gang pods wait for their PodGroup: none starts alone.
 """
 
 import hashlib
@@ -20,7 +22,7 @@ from components.shared.labels import MANAGED_BY
 from components.shared.ownership import owned
 from components.shared.python_program import LOCKED_CONTAINER, fresh_file_check, python_env
 from components.shared.python_program import program_files as python_program_files
-from config.names import QUEUE_VIEW_CONFIGMAP
+from config.names import QUEUE_VIEW_CONFIGMAP, TENANT_LABEL
 from config.upstream import KAI_METRICS_SERVICES, KAI_SCHEDULER_METRICS_PORT, POD_GROUP_API, PYTHON, PYTHON_IMAGE_REF
 
 NAMESPACE = "gpu-tenancy-gangs"
@@ -127,10 +129,44 @@ def pod_spec(files: Mapping[str, str], kai_namespace: str) -> dict[str, Any]:
     }
 
 
+WRITES_OUTSIDE_TENANTS_POLICY = "gpu-tenancy-gang-controller-tenants-only"
+
+
+def writes_outside_tenants_policy_spec() -> dict[str, Any]:
+    """Every write of the controller's in a namespace that is not a tenant's, refused: what bounds its
+    cluster-wide write grant (RBAC cannot name the namespaces a binding of one ClusterRole covers)."""
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["*"],
+                    "apiVersions": ["*"],
+                    "resources": ["*/*"],  # every resource and subresource: one entry, as the API server requires
+                    "operations": ["CREATE", "UPDATE", "DELETE"],
+                }
+            ],
+            "namespaceSelector": {"matchExpressions": [{"key": TENANT_LABEL, "operator": "DoesNotExist"}]},
+        },
+        "matchConditions": [
+            {"name": "gang-controller", "expression": f"request.userInfo.username == '{GANG_CONTROLLER_USER}'"}
+        ],
+        "validations": [
+            {
+                "expression": "false",
+                "messageExpression": "'the gang controller writes in tenant namespaces only, not in ' + "
+                "request.namespace",
+            }
+        ],
+    }
+
+
+def writes_outside_tenants_binding() -> dict[str, Any]:
+    return {"policyName": WRITES_OUTSIDE_TENANTS_POLICY, "validationActions": ["Deny"]}
+
+
 @dataclass(frozen=True)
 class GangControllerArgs:
-    tenant_namespaces: Mapping[str, pulumi.Input[str]]
-    """Tenant name -> its host namespace: where the controller may write PodGroups, Events and the queue view."""
     kai_namespace: str
     """Where KAI's scheduler serves the fair shares the queue views show."""
 
@@ -154,7 +190,7 @@ class GangController(pulumi.ComponentResource):
         after = pulumi.ResourceOptions(depends_on=[namespace])
         account = k8s.core.v1.ServiceAccount(f"{name}-account", metadata=meta, opts=child.merge(after))
         subject = [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]
-        reading = self._access(name, subject, args, child)
+        grants = self._access(name, subject, child)
         files = program_files()
         program = k8s.core.v1.ConfigMap(f"{name}-program", metadata=meta, data=files, opts=child.merge(after))
         fingerprint = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(files.items())).encode()).hexdigest()[:16]
@@ -174,18 +210,14 @@ class GangController(pulumi.ComponentResource):
                     "spec": pod_spec(files, args.kai_namespace),
                 },
             },
-            # Not on the per-tenant grants: adding a team leaves the controller alone, and a PodGroup it may not
-            # write yet is written at its next pass.
-            opts=child.merge(pulumi.ResourceOptions(depends_on=[account, program, reading])),
+            opts=child.merge(pulumi.ResourceOptions(depends_on=[account, program, *grants])),
         )
         self.namespace = pulumi.Output.from_input(NAMESPACE)
         self.register_outputs({"namespace": self.namespace})
 
     @staticmethod
-    def _access(
-        name: str, subject: list[dict[str, str]], args: GangControllerArgs, opts: pulumi.ResourceOptions
-    ) -> pulumi.Resource:
-        """Read everywhere; write PodGroups and Events in each tenant's namespace only. Returns the read grant."""
+    def _access(name: str, subject: list[dict[str, str]], opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:
+        """Read everywhere; write PodGroups, Events and the view in tenants' namespaces only. Returns the grants."""
         read_meta = {"name": "gpu-tenancy-gang-controller-read", "labels": MANAGED_BY}
         write_meta = {"name": "gpu-tenancy-gang-controller-write", "labels": MANAGED_BY}
         reader = k8s.rbac.v1.ClusterRole(f"{name}-read", metadata=read_meta, rules=read_rules(), opts=opts)
@@ -197,12 +229,24 @@ class GangController(pulumi.ComponentResource):
             subjects=subject,
             opts=opts.merge(pulumi.ResourceOptions(depends_on=[reader])),
         )
-        for tenant, namespace in sorted(args.tenant_namespaces.items()):
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-{tenant}",
-                metadata={"name": "gpu-tenancy-gang-controller", "namespace": namespace, "labels": MANAGED_BY},
-                role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": write_meta["name"]},
-                subjects=subject,
-                opts=opts.merge(pulumi.ResourceOptions(depends_on=[writer])),
-            )
-        return reading
+        api = k8s.admissionregistration.v1
+        guard_meta = {"name": WRITES_OUTSIDE_TENANTS_POLICY, "labels": MANAGED_BY}
+        guard = api.ValidatingAdmissionPolicy(
+            f"{name}-tenants-only", metadata=guard_meta, spec=writes_outside_tenants_policy_spec(), opts=opts
+        )
+        guarded = api.ValidatingAdmissionPolicyBinding(
+            f"{name}-tenants-only",
+            metadata=guard_meta,
+            spec=writes_outside_tenants_binding(),
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[guard])),
+        )
+        # The grant only once its bound holds. Each tenant's RoleBinding of this role went before it: the
+        # cluster-wide binding is created before they are deleted, so no write the controller had is lost.
+        writing = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-write",
+            metadata=write_meta,
+            role_ref={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": write_meta["name"]},
+            subjects=subject,
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[writer, guarded])),
+        )
+        return [reading, writing]

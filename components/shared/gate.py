@@ -19,6 +19,8 @@ from components.shared.labels import MANAGED_BY
 from components.shared.ownership import owned
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+GATE_TYPE = "gpu-tenancy:index:Gate"
+"""Gate's type token, for the aliases of a Job that was once a Gate's."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,46 @@ class GateArgs:
     """What must exist before the Job starts, beyond the gate's own account and files."""
 
 
+def gate_job(
+    name: str, args: GateArgs, prerequisites: Sequence[pulumi.Resource], opts: pulumi.ResourceOptions
+) -> k8s.batch.v1.Job:
+    """The gate's Job alone: what a gate running as an existing account, with no files, is made of.
+
+    Such a gate needs no component of its own (a tenant's kubeconfig gate is one per team, and
+    each registration is a step of every `up`): its owner registers this Job as its own child.
+    """
+    meta = {"name": args.object_name, "namespace": args.namespace, "labels": MANAGED_BY}
+    wait = f"{args.timeout_seconds + 120}s"
+    return k8s.batch.v1.Job(
+        name,
+        metadata={**meta, "annotations": {"pulumi.com/replaceUnready": "true"}},
+        spec={
+            "backoffLimit": RETRIES,
+            "activeDeadlineSeconds": args.timeout_seconds + 60,
+            "template": {
+                "metadata": {
+                    "labels": MANAGED_BY,
+                    "annotations": {"gpu-tenancy/vouches-for": fingerprint(args.vouches_for)},
+                },
+                "spec": gate_pod(
+                    args.steps,
+                    kubectl_version=args.kubectl_version,
+                    service_account=args.service_account or args.object_name,
+                    files_config_map=args.object_name if args.files else None,
+                ),
+            },
+        },
+        opts=opts.merge(
+            pulumi.ResourceOptions(
+                depends_on=[*prerequisites, *args.after],
+                # The name is fixed: a replacement must remove the old Job first.
+                delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
+            )
+        ),
+    )
+
+
 class Gate(pulumi.ComponentResource):
     """A gate's Job, files, and ServiceAccount with RBAC, named after the gate.
 
@@ -81,35 +123,7 @@ class Gate(pulumi.ComponentResource):
             prerequisites += [self._grant(name, args.object_name, grant, subject, child) for grant in args.grants]
         if args.files:
             prerequisites.append(k8s.core.v1.ConfigMap(name, metadata=meta, data=dict(args.files), opts=child))
-        wait = f"{args.timeout_seconds + 120}s"
-        self.job = k8s.batch.v1.Job(
-            name,
-            metadata={**meta, "annotations": {"pulumi.com/replaceUnready": "true"}},
-            spec={
-                "backoffLimit": RETRIES,
-                "activeDeadlineSeconds": args.timeout_seconds + 60,
-                "template": {
-                    "metadata": {
-                        "labels": MANAGED_BY,
-                        "annotations": {"gpu-tenancy/vouches-for": fingerprint(args.vouches_for)},
-                    },
-                    "spec": gate_pod(
-                        args.steps,
-                        kubectl_version=args.kubectl_version,
-                        service_account=args.service_account or args.object_name,
-                        files_config_map=args.object_name if args.files else None,
-                    ),
-                },
-            },
-            opts=child.merge(
-                pulumi.ResourceOptions(
-                    depends_on=[*prerequisites, *args.after],
-                    # The name is fixed: a replacement must remove the old Job first.
-                    delete_before_replace=True,
-                    custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
-                )
-            ),
-        )
+        self.job = gate_job(name, args, prerequisites, child)
         self.register_outputs({})
 
     @staticmethod

@@ -1,12 +1,13 @@
 """TenantAdmission: the host-side admission policies every tenant's pods pass, bound to all tenant namespaces."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.shared.labels import MANAGED_BY
 from components.shared.ownership import owned
 from components.vcluster_tenant.gang_rules import (
     CONSISTENCY_POLICY,
@@ -17,6 +18,7 @@ from components.vcluster_tenant.gang_rules import (
     gang_name_policy_spec,
     podgroup_policy_spec,
 )
+from components.vcluster_tenant.kai_rules import GPU_MEMORY_PARAMS, LARGEST_GPU_MEMORY_KEY, largest_gpu_memory_mib
 from components.vcluster_tenant.object_rules import (
     LABEL_POLICY,
     SERVICE_POLICY,
@@ -35,6 +37,7 @@ from components.vcluster_tenant.policies import (
     non_preemptible_binding,
     non_preemptible_policy_spec,
     pinning_policy_spec,
+    pod_binding_spec,
     pod_policy_spec,
     pod_rules,
     policy_metadata,
@@ -54,6 +57,9 @@ class TenantAdmissionArgs:
     """Labels no tenant ConfigMap or Secret may carry: what the platform's Grafana (or an existing one) loads by."""
     default_seccomp: bool
     """The kubelet gives no default seccomp profile (a cluster this stack did not build): the policies do."""
+    gpus: pulumi.Input[Mapping[str, Mapping[str, Any]] | None]
+    """The GPU nodes the host read once its GPU gate passed (GpuHost.gpu): the gpu-memory floor follows the
+    largest. Written into the pod policy's params once known; nothing waits for it."""
     pod_groups_served: Sequence[pulumi.Resource] = ()
     """What proves KAI's PodGroup API is served (KAI's gate): the gang-consistency policy waits for it.
 
@@ -79,8 +85,16 @@ class TenantAdmission(pulumi.ComponentResource):
         gangs = consistency_policy_spec(pod_rules("CREATE"), SYNCED_WORKLOAD)
         pods = pod_policy_spec(args.kai_namespace, require_seccomp=args.default_seccomp)
         labels = reserved_label_policy_spec(args.reserved_labels)
+        params = self._gpu_memory(name, args.gpus, child)
         self.ready = [
-            self._policy(f"{name}-pods", POD_POLICY, pods, validating=True, opts=child),
+            self._policy(
+                f"{name}-pods",
+                POD_POLICY,
+                pods,
+                validating=True,
+                opts=child.merge(pulumi.ResourceOptions(depends_on=[params])),
+                binding_with=pod_binding_spec(),
+            ),
             self._policy(f"{name}-gpu-configmaps", CONFIGMAP_POLICY, configmaps, validating=True, opts=child),
             self._policy(f"{name}-services", SERVICE_POLICY, service_policy_spec(), validating=True, opts=child),
             self._policy(f"{name}-reserved-labels", LABEL_POLICY, labels, validating=True, opts=child),
@@ -116,6 +130,28 @@ class TenantAdmission(pulumi.ComponentResource):
                     self._policy(f"{name}-seccomp-default", SECCOMP_POLICY, seccomp, validating=False, opts=child)
                 )
         self.register_outputs({})
+
+    @staticmethod
+    def _gpu_memory(
+        name: str, gpus: pulumi.Input[Mapping[str, Mapping[str, Any]] | None], opts: pulumi.ResourceOptions
+    ) -> pulumi.Resource:
+        """The pod policy's params, there before its binding; the largest GPU's memory patched on once the GPU
+        gate has read the nodes. One pair for every team: a team waits for neither the GPUs nor a patch of its
+        own. The ConfigMap never sets the key, so the patch alone owns it (a later apply of the ConfigMap cannot
+        take it back); until it lands, the policy refuses gpu-memory pods, which KAI would not place yet."""
+        metadata = {**GPU_MEMORY_PARAMS, "labels": dict(MANAGED_BY)}
+        params: pulumi.Resource = k8s.core.v1.ConfigMap(f"{name}-gpu-memory", metadata=metadata, opts=opts)
+        k8s.core.v1.ConfigMapPatch(
+            f"{name}-gpu-memory",
+            metadata={**GPU_MEMORY_PARAMS, "annotations": {"pulumi.com/patchForce": "true"}},
+            data={
+                LARGEST_GPU_MEMORY_KEY: pulumi.Output.from_input(gpus).apply(
+                    lambda found: str(largest_gpu_memory_mib(found))
+                )
+            },
+            opts=opts.merge(pulumi.ResourceOptions(depends_on=[params])),
+        )
+        return params
 
     @staticmethod
     def _policy(

@@ -7,14 +7,14 @@ control plane publish it; add-ons go in through the tenant's own API server.
 
 import base64
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.shared.gate import Gate, GateArgs
+from components.shared.gate import GATE_TYPE, GateArgs, gate_job
 from components.shared.gate_pod import GateStep
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
@@ -22,7 +22,7 @@ from components.shared.labels import MANAGED_BY, object_name
 from components.shared.ownership import owned
 from components.shared.providers import MUTABLE_OBJECTS
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
-from components.vcluster_tenant.kai_rules import MIN_GPU_MEMORY_ANNOTATION, memory_floor_mib, namespace_annotations
+from components.vcluster_tenant.kai_rules import namespace_annotations
 from components.vcluster_tenant.members import (
     TOKEN_SECRET_TYPE,
     admin_binding,
@@ -32,10 +32,9 @@ from components.vcluster_tenant.members import (
 )
 from components.vcluster_tenant.members import namespace as members_namespace
 from components.vcluster_tenant.network import (
-    POLICY_NAMES,
+    WORKLOADS_POLICY,
     blocked_ranges,
-    control_plane_policy,
-    dns_policy,
+    control_plane_manifest,
     workload_policy,
 )
 from components.vcluster_tenant.oidc import CA_KEY as OIDC_CA_KEY
@@ -55,6 +54,8 @@ from config.vcluster_tenant.node_ports import TenantPorts
 from config.vcluster_tenant.tenants import AddonConfig, TenantConfig, VClusterConfig
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+PART_OF = {"app.kubernetes.io/part-of": MANAGED_BY["app.kubernetes.io/part-of"]}
+"""What marks an object of the platform's that Helm, not Pulumi, manages."""
 # The namespace label Pod Security admission enforces: kubernetes/pod-security-admission api/constants.go
 # (EnforceLevelLabel). Without a version label it enforces the cluster's own version of the level.
 
@@ -79,8 +80,6 @@ class VClusterTenantArgs:
     """Every machine of the cluster this stack knows: the tenant's workloads reach none of them."""
     host_cluster_identifier: str
     """The host provider's identity; the tenant's provider derives its own from it."""
-    gpus: pulumi.Input[Mapping[str, Mapping[str, Any]] | None]
-    """The GPU nodes the host read once its GPU gate passed (GpuHost.gpu): the memory floor follows the largest."""
     control_plane_node: pulumi.Input[str] | None
     """The node the vCluster's control plane must run on (the one holding its volume); None: anywhere."""
     secret_values: bool
@@ -140,32 +139,20 @@ class VClusterTenant(pulumi.ComponentResource):
             ),
         )
         self.namespace = object_name(namespace)
-        # Patched, not set with the namespace: the GPUs are known only after the GPU gate, which no team waits for.
-        # Until it lands, the policy refuses a gpu-memory pod (no floor to compare with); KAI prepares none before.
-        rules = args.settings.gpu_sharing_for(tenant)
-        k8s.core.v1.NamespacePatch(
-            f"{name}-memory-floor",
-            metadata={
-                "name": self.namespace,
-                "annotations": {
-                    "pulumi.com/patchForce": "true",
-                    MIN_GPU_MEMORY_ANNOTATION: pulumi.Output.from_input(args.gpus).apply(
-                        lambda gpus: str(memory_floor_mib(rules, gpus))
-                    ),
-                },
-            },
-            opts=host.merge(pulumi.ResourceOptions(depends_on=[namespace])),
-        )
         endpoint = pulumi.Output.all(args.host_address, args.ports).apply(
             lambda parts: tenant_endpoint(tenant, args.settings, host_address=parts[0], ports=parts[1])
         )
-        values = pulumi.Output.all(endpoint, args.control_plane_node).apply(
+        fence_of_control_plane = pulumi.Output.from_input(args.api_endpoints).apply(
+            lambda api: control_plane_manifest(tenant.name, namespace_name, api, args.settings.oidc, PART_OF)
+        )
+        values = pulumi.Output.all(endpoint, args.control_plane_node, fence_of_control_plane).apply(
             lambda parts: vcluster_values(
                 tenant,
                 endpoint=parts[0],
                 settings=args.settings,
                 version=args.version,
                 sized_gpus=args.sized_gpus,
+                control_plane_fence=parts[2],
                 control_plane_node=parts[1],
             )
         )
@@ -205,8 +192,11 @@ class VClusterTenant(pulumi.ComponentResource):
         # (config/upstream.py, vCluster), so a gate waits for the Secret. The credentials in it last as
         # long as the control plane's volume, so the gate runs once per tenant. It runs as the control
         # plane's own ServiceAccount, whose Role already reads the namespace's Secrets.
-        gate = Gate(
-            f"{name}-ready",
+        # The Job alone, a child of this component: it was once a Gate component's, and the alias keeps it.
+        gate_name = f"{name}-ready"
+        was_under = pulumi.create_urn(gate_name, GATE_TYPE, parent=self)
+        gate = gate_job(
+            gate_name,
             GateArgs(
                 object_name="kubeconfig-gate",
                 namespace=self.namespace,
@@ -216,12 +206,13 @@ class VClusterTenant(pulumi.ComponentResource):
                 timeout_seconds=timeout,
                 after=[release],
             ),
-            opts=host,
+            (),
+            host.merge(pulumi.ResourceOptions(aliases=[pulumi.Alias(parent=was_under)])),
         )
         # Read only once the gate has completed: its id is unknown until then, so preview never reads early.
         secret = k8s.core.v1.Secret.get(
             f"{name}-kubeconfig",
-            pulumi.Output.all(self.namespace, gate.job.id).apply(lambda parts: f"{parts[0]}/{secret_name}"),
+            pulumi.Output.all(self.namespace, gate.id).apply(lambda parts: f"{parts[0]}/{secret_name}"),
             opts=host,
         )
         self.endpoint = endpoint.apply(lambda e: e.url)
@@ -236,7 +227,7 @@ class VClusterTenant(pulumi.ComponentResource):
         self.member_kubeconfigs = pulumi.Output.secret({})
         self.sign_in_kubeconfig = None
         if tenant.addons or tenant.members or tenant.groups:
-            self.provider = self._inside(name, args, gate.job)
+            self.provider = self._inside(name, args, gate)
             for addon in tenant.addons:
                 self._addon(name, addon, self.provider, secret=args.secret_values)
             if tenant.members:
@@ -284,27 +275,19 @@ class VClusterTenant(pulumi.ComponentResource):
     def _network_policies(
         self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions
     ) -> list[pulumi.Resource]:
-        """The tenant's workloads, control plane and DNS, fenced (network.py); updated in place when a machine comes
-        or goes, without touching the vCluster."""
+        """The tenant's workloads, fenced (network.py); updated in place when a machine comes or goes, without
+        touching the vCluster. The control plane's policy goes with its release (control_plane_manifest)."""
         tenant = self._tenant
         blocked = pulumi.Output.from_input(args.machine_addresses).apply(
             lambda addresses: blocked_ranges(addresses, args.settings.blocked_egress)
         )
-        specs: list[pulumi.Input[dict[str, Any]]] = [
-            blocked.apply(lambda ranges: workload_policy(tenant, ranges)),
-            pulumi.Output.from_input(args.api_endpoints).apply(
-                lambda api: control_plane_policy(tenant, api, args.settings.oidc)
-            ),
-            dns_policy(tenant),
-        ]
         return [
             k8s.networking.v1.NetworkPolicy(
-                f"{name}-{policy_name.removeprefix('gpu-tenancy-')}",
-                metadata={"name": policy_name, "namespace": self.namespace, "labels": MANAGED_BY},
-                spec=spec,
+                f"{name}-workloads",
+                metadata={"name": WORKLOADS_POLICY, "namespace": self.namespace, "labels": MANAGED_BY},
+                spec=blocked.apply(lambda ranges: workload_policy(tenant, ranges)),
                 opts=opts,
             )
-            for policy_name, spec in zip(POLICY_NAMES, specs, strict=True)
         ]
 
     def _inside(self, name: str, args: VClusterTenantArgs, gate: pulumi.Resource) -> k8s.Provider:

@@ -53,7 +53,11 @@ from config.vcluster_tenant.tenants import GpuSharingRules
 
 PRIORITY_CLASSES_ANNOTATION = "gpu-tenancy/priority-classes"
 MIN_GPU_FRACTION_ANNOTATION = "gpu-tenancy/min-gpu-fraction"
-MIN_GPU_MEMORY_ANNOTATION = "gpu-tenancy/min-gpu-memory-mib"
+MIN_GPU_MEMORY_ANNOTATION = "gpu-tenancy/configured-min-gpu-memory-mib"
+"""The team's configured gpu-memory minimum; the policy raises it to the fraction floor of the largest GPU."""
+GPU_MEMORY_PARAMS = {"name": "gpu-tenancy-gpu-memory", "namespace": "kube-system"}
+"""The pod policy's params, one ConfigMap for every team: what the GPU gate found, which no team waits for."""
+LARGEST_GPU_MEMORY_KEY = "largestMiB"
 MAX_FRACTION_DEVICES_ANNOTATION = "gpu-tenancy/max-fraction-devices"
 MAX_GRACE_ANNOTATION = "gpu-tenancy/max-termination-grace-seconds"
 MAX_ANNOTATION_BYTES_ANNOTATION = "gpu-tenancy/max-pod-annotation-bytes"
@@ -67,24 +71,30 @@ _WRITERS = {
 }
 
 
+def largest_gpu_memory_mib(gpus: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """The largest GPU the stack knows, in MiB (GPU feature discovery's gpu.memory on each GPU node it read,
+    `GpuHost.gpu`); 0 with none known (an existing cluster), where the configured floor alone holds."""
+    memories = [int(node["memoryMiB"]) for node in (gpus or {}).values() if node.get("memoryMiB")]
+    return max(memories, default=0)
+
+
 def memory_floor_mib(rules: GpuSharingRules, gpus: Mapping[str, Mapping[str, Any]] | None) -> int:
     """The smallest gpu-memory a pod may ask for: never a smaller share of any GPU than the fraction floor.
 
     KAI charges a pending gpu-memory pod against the smallest GPU's memory and a bound one against its own GPU's
     (pkg/scheduler/api/resource_info/gpu_resource_requirment.go, node_info/node_info.go @v0.16.8), so at least
-    minGpuFraction of the largest GPU the stack knows (GPU feature discovery's gpu.memory on each GPU node it read,
-    `GpuHost.gpu`); with none known (an existing cluster), the configured floor alone."""
-    memories = [int(node["memoryMiB"]) for node in (gpus or {}).values() if node.get("memoryMiB")]
-    largest = max(memories, default=0)
-    return max(rules.min_gpu_memory_mib, math.ceil(rules.min_gpu_fraction * largest))
+    minGpuFraction of the largest GPU the stack knows. The pod policy computes it (`_MEMORY_FLOOR`) from the
+    team's namespace and the shared params; this is the same rule, for the plan and the tests."""
+    return max(rules.min_gpu_memory_mib, math.ceil(rules.min_gpu_fraction * largest_gpu_memory_mib(gpus)))
 
 
 def namespace_annotations(rules: GpuSharingRules) -> dict[str, str]:
-    """What the policy reads from a tenant's namespace: its priority classes, fraction floor, device limit, grace
-    period maximum and size bounds. The memory floor is patched on once the GPUs are known (memory_floor_mib)."""
+    """What the policy reads from a tenant's namespace: its priority classes, fraction and memory floors, device
+    limit, grace period maximum and size bounds. All of it is config, known before anything runs."""
     return {
         PRIORITY_CLASSES_ANNOTATION: ",".join(rules.priority_classes),
         MIN_GPU_FRACTION_ANNOTATION: str(rules.min_gpu_fraction),
+        MIN_GPU_MEMORY_ANNOTATION: str(rules.min_gpu_memory_mib),
         MAX_GRACE_ANNOTATION: str(rules.max_grace_seconds),
         MAX_ANNOTATION_BYTES_ANNOTATION: str(rules.max_annotation_bytes),
         MAX_TEXT_BYTES_ANNOTATION: str(rules.max_container_text_bytes),
@@ -132,6 +142,45 @@ _TEXT_BYTES = " + ".join(_text_bytes(kind) for kind in ("containers", "initConta
 """A pod spec's free text: everything else in it is names, enums, quantities and short lists of them."""
 
 
+_DECIMAL = "'^[0-9]*\\\\.?[0-9]+$'"
+_MEMORY_FLOOR = [
+    {
+        "name": "largestGpuMemory",
+        # A binding without a paramRef gives null params (kubernetes/apiserver pkg/admission/plugin/policy/generic/
+        # policy_dispatcher.go CollectParams @v0.36.3): so while the binding catches up with its policy.
+        "expression": f"params != null && has(params.data) && '{LARGEST_GPU_MEMORY_KEY}' in params.data ? "
+        f"params.data['{LARGEST_GPU_MEMORY_KEY}'] : ''",
+    },
+    {
+        "name": "configuredMinGpuMemory",
+        "expression": value("namespaceObject", "annotations", MIN_GPU_MEMORY_ANNOTATION),
+    },
+    {
+        "name": "memoryFloorKnown",
+        "expression": "variables.largestGpuMemory.matches('^[0-9]+$') && "
+        "variables.configuredMinGpuMemory.matches('^[0-9]+$') && "
+        f"variables.minGpuFraction.matches({_DECIMAL})",
+    },
+    {
+        "name": "fractionOfLargest",
+        "expression": "variables.memoryFloorKnown ? "
+        "double(variables.minGpuFraction) * double(variables.largestGpuMemory) : 0.0",
+    },
+    {
+        # ceil(fractionOfLargest), then the larger of it and the configured minimum (memory_floor_mib); '' until
+        # the params hold the GPUs, which refuses every gpu-memory pod until then (KAI prepares none before).
+        "name": "minGpuMemory",
+        "expression": "!variables.memoryFloorKnown ? '' : "
+        "int(variables.configuredMinGpuMemory) >= int(variables.fractionOfLargest) + "
+        "(double(int(variables.fractionOfLargest)) < variables.fractionOfLargest ? 1 : 0) ? "
+        "variables.configuredMinGpuMemory : string(int(variables.fractionOfLargest) + "
+        "(double(int(variables.fractionOfLargest)) < variables.fractionOfLargest ? 1 : 0))",
+    },
+]
+"""The team's gpu-memory floor, computed where it is checked from what the namespace says (config) and the
+shared params say (the GPUs, once the GPU gate has read them): one shared object, not a patch per team."""
+
+
 def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
     """Needs the pod policy's `sharedConfigMap` and `fraction` variables, defined before these."""
     ns = "namespaceObject"
@@ -153,7 +202,7 @@ def kai_variables(kai_namespace: str) -> list[dict[str, str]]:
         {"name": "gpuFraction", "expression": value("object", "annotations", "gpu-fraction")},
         {"name": "minGpuFraction", "expression": value(ns, "annotations", MIN_GPU_FRACTION_ANNOTATION)},
         {"name": "gpuMemory", "expression": value("object", "annotations", "gpu-memory")},
-        {"name": "minGpuMemory", "expression": value(ns, "annotations", MIN_GPU_MEMORY_ANNOTATION)},
+        *_MEMORY_FLOOR,
         {"name": "fractionDevices", "expression": value("object", "annotations", GPU_FRACTION_DEVICES_ANNOTATION)},
         {"name": "maxFractionDevices", "expression": value(ns, "annotations", MAX_FRACTION_DEVICES_ANNOTATION)},
         {"name": "maxGrace", "expression": value(ns, "annotations", MAX_GRACE_ANNOTATION)},

@@ -6,12 +6,26 @@ service and every other tenant's API; its values can only add rules, not narrow 
 the addresses a tenant may not reach (the machines, which grow with each worker) would be
 release values, so adding a worker would upgrade every vCluster. Here each tenant gets:
 
-- its workloads (the pods its syncer made): its own pods and its control plane, and the
+- its workloads (the pods its syncer made, its CoreDNS among them): its own pods, its
+  control plane, the host's DNS on port 53 (what the team's CoreDNS forwards to), and the
   internet, except private ranges, link-local, every machine of the cluster and the
   stack's blocked ranges;
 - its control plane: its own pods, the host's DNS, and the host's API server at the
-  addresses and port of the `kubernetes` Service's endpoints, nothing else;
-- its DNS (vCluster's CoreDNS pod): the host's DNS and its control plane, as the chart does.
+  addresses and port of the `kubernetes` Service's endpoints, nothing else.
+
+The workloads' policy is registered on its own: the machines it blocks change with every
+worker, and the release's values must not (each change of them restarts the control
+plane: the chart puts their hash on its pod template, chart/templates/statefulset.yaml
+@v0.35.1). The control plane's policy changes only with the host's API endpoints and the
+identity provider, which restart the control plane anyway, so it goes with the release,
+as a manifest of `experimental.deploy.host.manifests` (chart/templates/manifests.yaml
+@v0.35.1): one registration less per team. Helm installs a NetworkPolicy before any
+StatefulSet (InstallOrder, helm.sh/helm/v3 pkg/releaseutil/kind_sorter.go @v3.18.6, the
+Helm pulumi-kubernetes' Release runs), so the control plane never runs outside it.
+
+The team's CoreDNS runs inside the team's own cluster (vCluster OSS), so a policy of its
+own could not tell it from a team pod labelled as it: the host's DNS on 53 is the team's
+either way, and one policy says so (docs/security.md, The host's DNS).
 
 Calico, MicroK8s' CNI, checks egress after the Service's DNAT, so a control plane reaching
 `kubernetes.default` is checked at the endpoint's address and port.
@@ -19,6 +33,7 @@ Calico, MicroK8s' CNI, checks egress after the Service's DNAT, so a control plan
 
 import contextlib
 import ipaddress
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +52,10 @@ VCLUSTER_DNS_PORT = 1053
 # The control plane serves its API on 8443 and its CoreDNS answers on 1053; its pods carry release=<name>, the
 # CoreDNS pod it syncs k8s-app=vcluster-kube-dns: loft-sh/vcluster chart/templates/networkpolicy.yaml,
 # statefulset.yaml @v0.35.1.
-POLICY_NAMES = ("gpu-tenancy-workloads", "gpu-tenancy-control-plane", "gpu-tenancy-dns")
+WORKLOADS_POLICY = "gpu-tenancy-workloads"
+CONTROL_PLANE_POLICY = "gpu-tenancy-vcluster-control-plane"
+"""Rendered with the tenant's release (control_plane_manifest); the stack registered it as
+`gpu-tenancy-control-plane` before, which Helm could not adopt, hence the new name."""
 
 
 def blocked_ranges(machine_addresses: Sequence[str], extra: Sequence[str]) -> list[str]:
@@ -80,9 +98,29 @@ def workload_policy(tenant: str, blocked: Sequence[str]) -> dict[str, Any]:
         egress=[
             {"to": [control_plane], "ports": control_plane_ports},
             {"to": [own_workloads]},
+            {"to": [HOST_DNS], "ports": DNS_PORTS},
             {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(blocked)}}]},
         ],
         ingress=[{"from": [control_plane]}, {"from": [own_workloads]}],
+    )
+
+
+def control_plane_manifest(
+    tenant: str,
+    namespace: str,
+    api: Sequence[tuple[str, int]],
+    identity_provider: OidcConfig | None,
+    labels: dict[str, str],
+) -> str:
+    """The control plane's NetworkPolicy as the release's host manifest: JSON, which is YAML, inserted as it is."""
+    return json.dumps(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": CONTROL_PLANE_POLICY, "namespace": namespace, "labels": labels},
+            "spec": control_plane_policy(tenant, api, identity_provider),
+        },
+        sort_keys=True,
     )
 
 
@@ -116,24 +154,5 @@ def control_plane_policy(
             # The team's endpoint: through its node port or the SNI router, from anywhere.
             {"ports": [{"port": VCLUSTER_API_PORT, "protocol": "TCP"}]},
             {"from": [peers]},
-        ],
-    )
-
-
-def dns_policy(tenant: str) -> dict[str, Any]:
-    return _policy(
-        {"k8s-app": "vcluster-kube-dns", SYNCED_POD_LABEL: tenant},
-        egress=[
-            {"to": [HOST_DNS], "ports": DNS_PORTS},
-            {"to": [_pods(release=tenant)], "ports": [{"port": VCLUSTER_API_PORT, "protocol": "TCP"}]},
-        ],
-        ingress=[
-            {
-                "from": [_pods(**{SYNCED_POD_LABEL: tenant})],
-                "ports": [
-                    {"port": VCLUSTER_DNS_PORT, "protocol": "UDP"},
-                    {"port": VCLUSTER_DNS_PORT, "protocol": "TCP"},
-                ],
-            }
         ],
     )

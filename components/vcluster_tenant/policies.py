@@ -31,7 +31,7 @@ from components.vcluster_tenant.gang_rules import (
     gang_validations,
     gang_variables,
 )
-from components.vcluster_tenant.kai_rules import kai_validations, kai_variables, own_device_configmap
+from components.vcluster_tenant.kai_rules import GPU_MEMORY_PARAMS, kai_validations, kai_variables, own_device_configmap
 from config.names import PREEMPTIBILITY_NAMESPACE_LABEL, QUEUE_NAMESPACE_LABEL, QUEUE_VIEW_CONFIGMAP, TENANT_LABEL
 from config.upstream import (
     CDI_ANNOTATION_PREFIXES,
@@ -159,6 +159,8 @@ def pod_policy_spec(kai_namespace: str, *, require_seccomp: bool = False) -> dic
     )
     return {
         "failurePolicy": "Fail",
+        # The GPUs' memory, for the gpu-memory floor (kai_rules.GPU_MEMORY_PARAMS): one ConfigMap for every team.
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
         "matchConstraints": pod_rules("CREATE", "UPDATE", ephemeral=True),
         "matchConditions": [SYNCED_WORKLOAD],
         "variables": [
@@ -382,6 +384,15 @@ def binding_spec(policy_name: str, *, validating: bool) -> dict[str, Any]:
     if validating:
         spec["validationActions"] = ["Deny"]
     return spec
+
+
+def pod_binding_spec() -> dict[str, Any]:
+    """The pod policy's binding, with its params: Deny when they are missing, so the policy never goes unchecked.
+    The params exist before this binding does (TenantAdmission), so no pod meets a binding without them."""
+    return {
+        **binding_spec(POD_POLICY, validating=True),
+        "paramRef": {**GPU_MEMORY_PARAMS, "parameterNotFoundAction": "Deny"},
+    }
 
 
 def policy_metadata(name: str) -> dict[str, Any]:

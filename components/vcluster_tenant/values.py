@@ -104,11 +104,13 @@ def vcluster_values(
     settings: VClusterConfig,
     version: str,
     sized_gpus: int,
+    control_plane_fence: str,
     control_plane_node: str | None = None,
 ) -> dict[str, Any]:
     """The tenant's vCluster values at chart `version`, its quota sized for `sized_gpus` GPUs.
-    `control_plane_node` pins its control plane to the node whose hostpath volumes it uses, so removing a
-    worker strands no team's state."""
+    `control_plane_fence` is the control plane's NetworkPolicy (network.control_plane_manifest), which the release
+    installs before its StatefulSet. `control_plane_node` pins its control plane to the node whose hostpath volumes
+    it uses, so removing a worker strands no team's state."""
     volume_claim: dict[str, Any] = {"enabled": True, "size": settings.persistence_size}
     if settings.storage_class:
         volume_claim["storageClass"] = settings.storage_class
@@ -166,4 +168,7 @@ def vcluster_values(
         "services.loadbalancers": "0",
     }
     values["policies"] = _policies(quota, settings.limit_range_for(tenant), pod_security)
+    # Set last, so a tenant's values cannot drop it; host manifests of its own follow as further documents.
+    host = values.setdefault("experimental", {}).setdefault("deploy", {}).setdefault("host", {})
+    host["manifests"] = "\n---\n".join(m for m in (control_plane_fence, host.get("manifests")) if m)
     return values
