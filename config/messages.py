@@ -76,6 +76,18 @@ def _range(info: FieldInfo | None) -> str:
     return f" ({' and '.join(bounds)})" if bounds else ""
 
 
+BOUND_TYPES = frozenset({"greater_than_equal", "less_than_equal"})
+
+
+def _span(info: FieldInfo | None) -> tuple[Any, Any] | None:
+    """The field's inclusive range, when it has both ends."""
+    if info is None:
+        return None
+    lows = [item.ge for item in info.metadata if isinstance(item, Ge)]
+    highs = [item.le for item in info.metadata if isinstance(item, Le)]
+    return (lows[0], highs[0]) if lows and highs else None
+
+
 def unknown_key(root: type[BaseModel], loc: Path, unions: UnionModels) -> str:
     """A key no model at that place has: the nearest spelling, or the host mode it belongs to."""
     key = str(loc[-1])
@@ -145,7 +157,13 @@ def explain(detail: Mapping[str, Any], root: type[BaseModel], loc: Path, unions:
     template = PATTERN_MEANINGS.get(str(context.get("pattern"))) or WANTS.get(str(detail["type"]))
     if template is None:
         return str(detail["msg"])
-    context["range"] = _range(_leaf_field(root, loc, unions))
+    field = _leaf_field(root, loc, unions)
+    context["range"] = _range(field)
+    span = _span(field)
+    if span and str(detail["type"]) in BOUND_TYPES:
+        # Both ends, so one fix fits: a node port of 80 is told 30000 to 32767, not "at least 30000".
+        template = "must be from {low} to {high}"
+        context |= {"low": span[0], "high": span[1]}
     try:
         return template.format(**context)
     except (KeyError, IndexError):

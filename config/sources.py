@@ -179,6 +179,17 @@ class StackFile:
     warnings: tuple[str, ...]
 
 
+def _leading_zero_problem(path: tuple[str | int, ...], number: yaml12.LeadingZero) -> str:
+    octal = number.octal()
+    pulumi_reads = f"as the octal {octal}" if octal is not None else f"as the float {float(number)}"
+    decimal = number.lstrip("+").lstrip("-").lstrip("0") or "0"
+    sign = "-" if number.startswith("-") else ""
+    return (
+        f"{key_path(path)} = {number}: a number with a leading zero, which Pulumi reads {pulumi_reads}; "
+        f'write {sign}{decimal}, or quote it ("{number}") if it is meant as text'
+    )
+
+
 def read_stack_document(path: Path) -> StackFile:
     """Read a stack file with Pulumi's rules (YAML 1.2, namespaced keys), refusing a plain-text credential."""
     if not path.is_file():
@@ -195,6 +206,9 @@ def read_stack_document(path: Path) -> StackFile:
     raw = namespaced_config(config, path.name)
     warnings = document_warnings(document, path.name) + stray_key_warnings(raw)
     settings = split_project_keys(raw)
+    zeros = yaml12.leading_zeros(settings)
+    if zeros:
+        raise ConfigError([_leading_zero_problem(where, number) for where, number in zeros])
     secrets = SECRET_KEYS & settings.keys()
     for key in sorted(secrets):
         if not (isinstance(settings[key], Mapping) and "secure" in settings[key]):

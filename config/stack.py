@@ -1,12 +1,13 @@
 """The root of the stack config: every `gpu-tenancy:*` key, validated together."""
 
+import ipaddress
 import math
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
 from config.gpu_host.gpu_operator import GpuGateConfig, GpuOperatorConfig
-from config.gpu_host.host import BOOTSTRAP_MODES, HostConfig, KubeconfigHost
+from config.gpu_host.host import BOOTSTRAP_MODES, HostConfig, KubeconfigHost, SshHost
 from config.issues import MISSING, ConfigError, ConfigIssue, ConfigIssues, Path
 from config.kai_scheduler.fairness import FairnessConfig
 from config.kai_scheduler.settings import KaiSchedulerConfig
@@ -35,6 +36,14 @@ def _lookup(values: dict[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     return node
+
+
+def _is_address(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 class StackConfig(ConfigModel):
@@ -347,7 +356,26 @@ class StackConfig(ConfigModel):
             if len(names) > 1
         ]
         warnings = unassigned_warnings(self.queues) + shared + self._unverified_vclusters() + self._gpu_pod_room()
-        return warnings + self._non_preemptible_room() + self._chart_syncer_roles()
+        return warnings + self._non_preemptible_room() + self._chart_syncer_roles() + self._machines_by_name()
+
+    def _machines_by_name(self) -> list[str]:
+        """Machines given by a DNS name: the workloads' NetworkPolicy blocks each machine's address, and a name has
+        none offline (components/vcluster_tenant/network.py blocked_ranges), so tenant pods could reach that
+        machine's kubelet, node ports and SSH unless vcluster.blockedEgress lists its addresses."""
+        named: list[tuple[str, str]] = []
+        if isinstance(self.host, (SshHost, KubeconfigHost)) and self.host.address:
+            named.append(("host.address", self.host.address))
+        if isinstance(self.host, SshHost):
+            named += [(f"host.workers[{i}].address", w.address) for i, w in enumerate(self.host.workers)]
+        if self.vcluster.blocked_egress:
+            return []
+        return [
+            f"{key} = {address!r} is a DNS name, so tenant pods can reach that machine (its kubelet, node ports and "
+            f"SSH) until vcluster.blockedEgress lists its addresses: add each as /32 (`dig +short {address}`), or "
+            "give the address itself"
+            for key, address in named
+            if not _is_address(address)
+        ]
 
     def _chart_syncer_roles(self) -> list[str]:
         """Tenants that keep the chart's host ClusterRole (vcluster_tenant/syncer_role.py)."""

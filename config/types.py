@@ -42,13 +42,37 @@ class ConfigModel(_BaseModel):
 
 
 def require_str(value: Any) -> Any:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, float):
+        # The number is not what was written: 24.10 and 1.360 are read as 24.1 and 1.36.
+        raise PydanticCustomError(
+            "quoted_string",
+            "must be a string: quote it in YAML exactly as you mean it (unquoted, it is read as the number {value}, "
+            "without trailing zeros)",
+            {"value": value},
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
         raise PydanticCustomError(
             "quoted_string",
             'must be a string: quote it in YAML, e.g. "{value}"',
             {"value": value},
         )
     return value
+
+
+def quoted_like(example: str) -> Any:
+    """require_str for a field with a form of its own: the fix shows that form (a MicroK8s channel is 1.36/stable,
+    which the number 1.36 quoted is not)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            raise PydanticCustomError(
+                "quoted_string",
+                'must be a string: quote it in YAML, e.g. "{example}" (unquoted, it is read as the number {value})',
+                {"example": example, "value": value},
+            )
+        return value
+
+    return BeforeValidator(check)
 
 
 def dns_label(max_length: int, what: str, *, limited_by: str = "", starts_with_letter: bool = False) -> Any:
@@ -138,7 +162,26 @@ def _pinned(value: str) -> str:
     return value
 
 
-PinnedVersion = Annotated[str, BeforeValidator(require_str), AfterValidator(_pinned)]
+PinnedVersion = Annotated[str, quoted_like("1.2.3"), AfterValidator(_pinned)]
+
+
+def _with_v(value: str) -> str:
+    return value if value.startswith("v") else f"v{value}"
+
+
+def _without_v(value: str) -> str:
+    return value.removeprefix("v")
+
+
+# Helm reads --version as a semver constraint, which takes 0.35.1 and v0.35.1 alike (Masterminds/semver
+# NewVersion strips a leading v), so both install the same chart; each chart's versions are kept as its
+# repository spells them (the packaged charts in ../shared/reference/charts: kai-scheduler-v0.16.8,
+# gpu-operator-v26.3.3, vcluster-0.35.1, kube-prometheus-stack-88.5.3), so one spelling is compared,
+# warned about and shown everywhere.
+ChartVersionWithV = Annotated[PinnedVersion, AfterValidator(_with_v)]
+"""A chart whose versions start with v (KAI, the GPU Operator)."""
+ChartVersionWithoutV = Annotated[PinnedVersion, AfterValidator(_without_v)]
+"""A chart whose versions do not (vCluster, kube-prometheus-stack)."""
 
 
 def _go_duration(value: str) -> str:

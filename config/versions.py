@@ -7,7 +7,7 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from config.gpu_host.host import Microk8sChannel
-from config.types import ConfigModel, PinnedVersion
+from config.types import ChartVersionWithoutV, ChartVersionWithV, ConfigModel, PinnedVersion
 from config.upstream import KAI_RETRACTED_VERSIONS, MIN_KUBECTL_MINOR
 
 
@@ -36,7 +36,7 @@ def _not_retracted(value: str) -> str:
     return value
 
 
-KaiVersion = Annotated[PinnedVersion, AfterValidator(_not_retracted)]
+KaiVersion = Annotated[ChartVersionWithV, AfterValidator(_not_retracted)]
 
 
 class VersionsConfig(ConfigModel):
@@ -53,13 +53,13 @@ class VersionsConfig(ConfigModel):
         alias="microk8s",
         description="MicroK8s snap channel, e.g. 1.36/stable; required in brev and ssh modes.",
     )
-    vcluster: PinnedVersion | None = Field(
+    vcluster: ChartVersionWithoutV | None = Field(
         default=None, description="vCluster chart version, e.g. 0.35.1; required when there are tenants."
     )
-    gpu_operator: PinnedVersion | None = Field(
+    gpu_operator: ChartVersionWithV | None = Field(
         default=None, description="GPU Operator chart version, e.g. v26.3.3; required unless gpuOperator.mode is skip."
     )
-    kube_prometheus_stack: PinnedVersion | None = Field(
+    kube_prometheus_stack: ChartVersionWithoutV | None = Field(
         default=None, description="kube-prometheus-stack chart version, e.g. 88.5.3; required by observability install."
     )
     grafana: PinnedVersion = Field(

@@ -5,6 +5,11 @@ PyYAML implements YAML 1.1: `yes`, `no`, `on` and `off` are booleans there, `077
 YAML 1.2 parser (gopkg.in/yaml.v3: pulumi/pulumi sdk/go/common/encoding/marshal.go @v3.259.0), which keeps
 `yes` a string and refuses a duplicate key. The offline readers (the planner CLI, the offline
 check, the tests) must see what `pulumi up` sees, so they read with this loader.
+
+One place yaml.v3 keeps YAML 1.1: an integer with a leading zero is octal (`022` is 18:
+strconv.ParseInt(plain, 0, 64), gopkg.in/yaml.v3 resolve.go @v3.0.1, "Octals from the 1.1 spec,
+spelled as 0777, are still decoded"), where 1.2 reads 22. Rather than guess which one a user
+meant, the loader keeps such a number as a `LeadingZero`, which the readers refuse by its key.
 """
 
 import re
@@ -19,6 +24,31 @@ FLOAT = re.compile(
     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
 )
 # The core schema's tags: yaml.org/spec/1.2.2, 10.3.2 Tag Resolution.
+
+
+LEADING_ZERO = re.compile(r"^[-+]?0[0-9]+$")
+
+
+class LeadingZero(str):
+    """An integer written with a leading zero (`022`): Pulumi reads it as octal, a reader of YAML 1.2 as decimal."""
+
+    def octal(self) -> int | None:
+        """What Pulumi reads: the octal value, or None where a digit is 8 or 9 (yaml.v3 then reads a float)."""
+        try:
+            return int(self, 8)
+        except ValueError:
+            return None
+
+
+def leading_zeros(document: Any, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], LeadingZero]]:
+    """Every such number in a loaded document, with its key path."""
+    if isinstance(document, LeadingZero):
+        return [(path, document)]
+    if isinstance(document, dict):
+        return [found for key, value in document.items() for found in leading_zeros(value, (*path, key))]
+    if isinstance(document, list):
+        return [found for index, value in enumerate(document) for found in leading_zeros(value, (*path, index))]
+    return []
 
 
 class Yaml12Loader(yaml.SafeLoader):
@@ -40,8 +70,10 @@ class Yaml12Loader(yaml.SafeLoader):
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+    def construct_core_int(self, node: yaml.ScalarNode) -> int | LeadingZero:
         text = str(self.construct_scalar(node))
+        if LEADING_ZERO.match(text):
+            return LeadingZero(text)
         if text.startswith("0o"):
             return int(text[2:], 8)
         return int(text, 0) if text.startswith("0x") else int(text)
@@ -51,7 +83,7 @@ Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", BOOL, list("tTfF"))
 Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", NULL, ["~", "n", "N", ""])
 Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", INT, list("-+0123456789"))
 Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:float", FLOAT, list("-+.0123456789"))
-Yaml12Loader.add_constructor("tag:yaml.org,2002:int", Yaml12Loader.construct_yaml_int)
+Yaml12Loader.add_constructor("tag:yaml.org,2002:int", Yaml12Loader.construct_core_int)
 
 
 def load(text: str) -> Any:

@@ -361,7 +361,7 @@ BAD_CONFIGS = [
         "observability-forgets-before-the-cost-window",
         lambda c: c["observability"].update(retentionDays=10),
         "gpu-tenancy:observability.retentionDays",
-        "must be at least 31",
+        "must be from 31 to 3650",
     ),
     (
         "observability-values-for-a-stack-it-does-not-install",
@@ -463,7 +463,7 @@ BAD_CONFIGS = [
         "negative-k-value",
         lambda c: c.update(fairness={"kValue": -1}),
         "gpu-tenancy:fairness.kValue",
-        "at least 0",
+        "must be from 0 to 100",
     ),
     (
         "chart-default-shard-turned-back-on",
@@ -612,7 +612,7 @@ BAD_CONFIGS = [
         "zero-fraction-devices",
         lambda c: c["tenants"][2].update(maxFractionDevices=0),
         "gpu-tenancy:tenants[2].maxFractionDevices",
-        "must be at least 1",
+        "must be from 1 to 64",
     ),
     *[
         (
@@ -759,7 +759,7 @@ BAD_HOSTS = [
         {"mode": "brev", "name": "gpu", "gpuName": "L40S", "cloud": "nebius", "workers": -1},
         {},
         "gpu-tenancy:host.workers",
-        "must be at least 0",
+        "must be from 0 to 32",
     ),
     (
         "brev-workers-in-words",
@@ -938,3 +938,115 @@ def _all_models() -> list[type[BaseModel]]:
 def test_a_typo_of_microk8s_is_pointed_to_microk8s() -> None:
     error, run = attempt_main({**dev_settings(), "versions": {**dev_settings()["versions"], "microk8": "1.36/stable"}})
     _assert_one_problem(error, run, "gpu-tenancy:versions.microk8", "did you mean microk8s?")
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "kept"),
+    [
+        ("kaiScheduler", "0.16.8", "v0.16.8"),
+        ("kaiScheduler", "v0.16.8", "v0.16.8"),
+        ("gpuOperator", "26.3.3", "v26.3.3"),
+        ("vcluster", "v0.35.1", "0.35.1"),
+        ("vcluster", "0.35.1", "0.35.1"),
+        ("kubePrometheusStack", "v88.5.3", "88.5.3"),
+    ],
+)
+def test_a_chart_version_is_kept_as_its_repository_spells_it(key: str, given: str, kept: str) -> None:
+    """Helm installs the same chart for 0.35.1 and v0.35.1 (a semver constraint): one spelling, the chart's."""
+    config = dev_settings()
+    config["versions"][key] = given
+    versions = load_settings(config).versions.model_dump(by_alias=True)
+    assert versions[key] == kept
+
+
+@pytest.mark.parametrize("given", ["0.20.0", "v0.20.0", "0.20.1", "v0.20.1"])
+def test_a_retracted_kai_is_refused_however_it_is_spelled(given: str) -> None:
+    config = dev_settings()
+    config["versions"]["kaiScheduler"] = given
+    with pytest.raises(ConfigError, match="retracted upstream"):
+        load_settings(config)
+
+
+def test_a_vcluster_pinned_with_a_v_is_the_version_that_was_read() -> None:
+    """One thing said: no warning that v0.35.1 was not read while 0.35.1 was."""
+    config = dev_settings()
+    config["versions"]["vcluster"] = "v0.35.1"
+    error, run = attempt_main(config)
+    assert error is None
+    assert not [w for w in run.warnings if "0.35.1" in w], run.warnings
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "wrong", "line", "suggested"),
+    [
+        (
+            "versions",
+            "microk8s",
+            1.36,
+            'versions.microk8s = 1.36: must be a string: quote it in YAML, e.g. "1.36/stable"',
+            "1.36/stable",
+        ),
+        (
+            "expect",
+            "ubuntuRelease",
+            24.10,
+            'expect.ubuntuRelease = 24.1: must be a string: quote it in YAML, e.g. "24.04"',
+            "24.04",
+        ),
+        (
+            "versions",
+            "vcluster",
+            0.351,
+            'versions.vcluster = 0.351: must be a string: quote it in YAML, e.g. "1.2.3"',
+            "1.2.3",
+        ),
+        ("tenant", "nodePort", 80, "tenants[0].nodePort = 80: must be from 30000 to 32767", 30000),
+        ("tenant", "nodePort", 40000, "tenants[0].nodePort = 40000: must be from 30000 to 32767", 32767),
+    ],
+)
+def test_the_fix_a_problem_suggests_is_one_config_accepts(
+    section: str, key: str, wrong: Any, line: str, suggested: Any
+) -> None:
+    """24.10 unquoted is the number 24.1, and a MicroK8s channel is not the number quoted: the example is the
+    field's own form, and a bound names the whole range."""
+
+    def with_value(value: Any) -> dict[str, Any]:
+        config = dev_settings()
+        place = {
+            "versions": config["versions"],
+            "expect": config["host"].setdefault("expect", {}),
+            "tenant": config["tenants"][0],
+        }[section]
+        place[key] = value
+        return config
+
+    with pytest.raises(ConfigError) as refused:
+        load_settings(with_value(wrong))
+    assert [p for p in refused.value.problems if line in p], refused.value.problems
+    load_settings(with_value(suggested))
+
+
+@pytest.mark.parametrize(
+    ("host", "blocked", "named"),
+    [
+        ({"mode": "ssh", "address": "gpu.example.com"}, [], ["host.address = 'gpu.example.com'"]),
+        (
+            {"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "w1.example.com"}]},
+            [],
+            ["host.workers[0].address = 'w1.example.com'"],
+        ),
+        ({"mode": "ssh", "address": "203.0.113.20", "workers": [{"address": "203.0.113.21"}]}, [], []),
+        ({"mode": "ssh", "address": "gpu.example.com"}, ["198.51.100.7/32"], []),
+    ],
+    ids=["host-by-name", "worker-by-name", "addresses", "names-with-their-addresses-blocked"],
+)
+def test_a_machine_given_by_name_is_a_warning_naming_its_key_and_the_fix(
+    host: dict[str, Any], blocked: list[str], named: list[str]
+) -> None:
+    """The workloads' NetworkPolicy blocks each machine's address; a name has none offline (docs/security.md)."""
+    config = dev_settings()
+    config["host"] = host
+    config["vcluster"] = {"blockedEgress": blocked}
+    warnings = [w for w in load_settings(config).warnings() if "is a DNS name" in w]
+    assert [w.split(" is a DNS name")[0] for w in warnings] == named
+    assert all("vcluster.blockedEgress" in w and "dig +short" in w for w in warnings)

@@ -64,6 +64,18 @@ def _stack_file(tmp_path: Path, text: str) -> Path:
             id="same-key-with-and-without-namespace",
         ),
         pytest.param(
+            "  gpu-tenancy:vcluster:\n    maxFinishedPods: 030100\n",
+            r"gpu-tenancy:vcluster\.maxFinishedPods = 030100: a number with a leading zero, which Pulumi "
+            r"reads as the octal 12352; write 30100",
+            id="leading-zero-is-octal-to-pulumi",
+        ),
+        pytest.param(
+            "  gpu-tenancy:vcluster:\n    blockedEgress: [09]\n",
+            r"gpu-tenancy:vcluster\.blockedEgress\[0\] = 09: .* reads as the float 9\.0; write 9, "
+            r"or quote it \(\"09\"\)",
+            id="leading-zero-that-is-no-octal",
+        ),
+        pytest.param(
             "  gpu-tenancy:queues:extra: 1\n",
             r"'gpu-tenancy:queues:extra' in Pulumi\.edited\.yaml is not a config key Pulumi can read",
             id="key-pulumi-cannot-parse",

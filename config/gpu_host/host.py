@@ -13,7 +13,7 @@ from pydantic_core import PydanticCustomError
 from config.gpu_host.kubelet import KubeletSettings
 from config.issues import ConfigIssue
 from config.names import DNS_LABEL_MAX
-from config.types import ConfigModel, KubernetesName, dns_label, require_str
+from config.types import ConfigModel, KubernetesName, dns_label, quoted_like, require_str
 
 HOST_MODES = ("brev", "ssh", "kubeconfig")
 BOOTSTRAP_MODES = frozenset({"brev", "ssh"})
@@ -54,8 +54,8 @@ def _microk8s_channel(value: str) -> str:
 
 
 HostAddress = Annotated[str, BeforeValidator(require_str), AfterValidator(_address)]
-Microk8sChannel = Annotated[str, BeforeValidator(require_str), AfterValidator(_microk8s_channel)]
-UbuntuRelease = Annotated[str, BeforeValidator(require_str), Field(pattern=r"^\d{2}\.\d{2}$")]
+Microk8sChannel = Annotated[str, quoted_like("1.36/stable"), AfterValidator(_microk8s_channel)]
+UbuntuRelease = Annotated[str, quoted_like("24.04"), Field(pattern=r"^\d{2}\.\d{2}$")]
 UnixUser = Annotated[str, BeforeValidator(require_str), Field(min_length=1, pattern=r"^[a-z_][a-z0-9_-]*$")]
 BrevName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Brev instance name")]
 ClusterIdentity = Annotated[

@@ -14,6 +14,7 @@ from config.owned_values import OwnedValues, owned_value_issues
 from config.quantities import Quantity
 from config.types import (
     NODE_PORT_RANGE,
+    ChartVersionWithoutV,
     ConfigModel,
     HelmReleaseName,
     IPv4Cidr,
@@ -218,7 +219,7 @@ class TenantConfig(ConfigModel):
         description="NodePort of the tenant's API server (expose: nodePort); assigned once and kept when unset.",
     )
     values: dict[str, Any] = Field(default_factory=dict, description="vCluster Helm values, merged last.")
-    vcluster_version: PinnedVersion | None = Field(
+    vcluster_version: ChartVersionWithoutV | None = Field(
         default=None,
         description="This tenant's vCluster chart version; default versions.vcluster. A bump restarts only this "
         "team's control plane, so one team can go first.",
