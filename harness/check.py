@@ -6,15 +6,18 @@ cloud account or cluster is needed, so a newcomer can try a stack before owning 
 
 What it cannot see: encrypted secrets (a `secure:` value needs the stack's passphrase or KMS key),
 so a credential present in the file is stood in for by one of the right shape; `pulumi preview`
-checks the real one. Exit status: 0 valid, 1 a config error (one line per problem on stderr),
-2 a usage error.
+checks the real one. A stack whose credential is not set yet (setting it needs the Pulumi CLI) is
+refused, unless `--stand-in-secrets` asks for stand-ins of the credentials its host.mode needs,
+which the output then names. Exit status: 0 valid, 1 a config error (one line per problem on
+stderr), 2 a usage error.
 """
 
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pulumi
 
@@ -36,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "stack", help="a stack name (reads Pulumi.<STACK>.yaml in the current directory) or a stack file's path"
+    )
+    parser.add_argument(
+        "--stand-in-secrets",
+        action="store_true",
+        help="check an ssh or kubeconfig stack before its credential is set: stand in for the ones host.mode needs",
     )
     return parser
 
@@ -80,7 +88,14 @@ def _summary(created: Sequence[Registration]) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def check(argument: str) -> int:
+def _needed(settings: Mapping[str, Any]) -> set[str]:
+    """The credentials the stack's host.mode reads (config/sources.required_secrets), from the raw settings."""
+    host = settings.get("host")
+    mode = host.get("mode") if isinstance(host, Mapping) else None
+    return {"ssh": {"sshPrivateKey"}, "kubeconfig": {"kubeconfig"}}.get(str(mode), set())
+
+
+def check(argument: str, *, stand_in_secrets: bool = False) -> int:
     path, stack = stack_file_of(argument)
     try:
         stack_file = read_stack_document(path)
@@ -90,7 +105,10 @@ def check(argument: str) -> int:
     for warning in stack_file.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     stand_ins = {key: STAND_INS[key] for key in sorted(stack_file.secrets)}
-    error, run = attempt_main(stack_file.settings, stand_ins, stack=stack, preview=True)
+    unset = sorted(_needed(stack_file.settings) - stack_file.secrets) if stand_in_secrets else []
+    error, run = attempt_main(
+        stack_file.settings, {**stand_ins, **{key: STAND_INS[key] for key in unset}}, stack=stack, preview=True
+    )
     if isinstance(error, pulumi.RunError):
         print(error, file=sys.stderr)
         return CONFIG_ERROR
@@ -108,12 +126,17 @@ def check(argument: str) -> int:
             f"Stood in for the encrypted {', '.join(stand_ins)}: `pulumi preview` checks the real "
             f"{'ones' if len(stand_ins) > 1 else 'one'}."
         )
+    for key in unset:
+        print(
+            f"Stood in for {key}, which the stack does not set yet (--stand-in-secrets): set it with "
+            f"`pulumi config set --secret gpu-tenancy:{key} < FILE` before `pulumi preview`."
+        )
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return check(args.stack)
+    return check(args.stack, stand_in_secrets=args.stand_in_secrets)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from config.sources import load_settings
 from config.versions import VersionsConfig
 from fairshare.cli import main as fairshare_main
 from harness import dev_settings, run_main
+from harness.check import check
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -68,13 +69,35 @@ def _readme_section(heading: str) -> str:
     return text[start : end if end != -1 else len(text)]
 
 
-def test_the_readme_plan_is_what_the_planner_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    shown = re.search(r"```\n(queue .*?)```", _readme_section("First results, offline"), re.DOTALL)
+def _readme_sessions() -> dict[str, list[str]]:
+    """The README's first-results block: each `$ command` and the lines shown under it."""
+    shown = re.search(r"```\n(\$ .*?)```", _readme_section("First results, offline"), re.DOTALL)
     assert shown is not None
+    sessions: dict[str, list[str]] = {}
+    for line in shown.group(1).splitlines():
+        if line.startswith("$ "):
+            command = line.removeprefix("$ ")
+            sessions[command] = []
+        else:
+            sessions[command].append(line)
+    return sessions
+
+
+def test_the_readme_plan_is_what_the_planner_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """All of it, as a newcomer sees it: the table and the lines under it."""
     assert fairshare_main(["--stack", "dev"]) == 0
     printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
-    table = shown.group(1).splitlines()
-    assert printed[: len(table)] == table, "the README's table is the planner's output for dev"
+    assert printed == _readme_sessions()["venv/bin/python -m fairshare --stack dev"]
+
+
+def test_the_readme_check_shows_the_reference_stacks_warnings_and_count(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert check("dev") == 0
+    out, err = capsys.readouterr()
+    shown = _readme_sessions()["venv/bin/python -m harness.check dev"]
+    assert shown == [*err.splitlines(), out.splitlines()[0]], "every warning, then the count"
 
 
 def test_the_readme_onboarding_example_is_valid_and_changes_what_it_says() -> None:

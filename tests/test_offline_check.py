@@ -107,6 +107,23 @@ def test_an_encrypted_credential_is_stood_in_for_and_said_so(
 
 
 @pytest.mark.parametrize(
+    ("host", "key"), [(SSH_HOST, "sshPrivateKey"), (KUBECONFIG_HOST, "kubeconfig")], ids=["ssh", "kubeconfig"]
+)
+def test_a_stack_without_its_credential_yet_is_checked_with_a_stand_in_that_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], host: Document, key: str
+) -> None:
+    """Setting a secret needs the Pulumi CLI; a newcomer checks the rest of the stack first, and is told what was
+    stood in for. Without the flag the same stack is refused, naming the credential."""
+    stack = _write(tmp_path, _host(host))
+    assert check(str(stack)) == 1
+    assert f"gpu-tenancy:{key} is required" in capsys.readouterr().err
+    assert check(str(stack), stand_in_secrets=True) == 0
+    out = capsys.readouterr().out
+    assert f"Stood in for {key}, which the stack does not set yet (--stand-in-secrets)" in out
+    assert "is valid" in out
+
+
+@pytest.mark.parametrize(
     ("argument", "expected"),
     [
         ("dev", ("Pulumi.dev.yaml", "dev")),
