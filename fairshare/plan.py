@@ -5,8 +5,8 @@ gets its quota, which is what one cluster per team would give.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from config.queue_hierarchy.hierarchy import QueueTree
 from config.queue_hierarchy.queues import QueueConfig
@@ -18,8 +18,9 @@ HOURS_PER_MONTH = 730
 """The billing month of cloud price lists: 365 * 24 / 12."""
 
 
-@dataclass(frozen=True, slots=True)
-class QueuePlan:
+class QueuePlan(NamedTuple):
+    """One queue's row of the plan: a tuple, the cheapest immutable record to build 100,000 of."""
+
     name: str
     parent: str | None
     quota: float
@@ -94,7 +95,7 @@ def guaranteed_hours(queue: QueuePlan) -> float | None:
 
 
 def _queue_data(queue: QueuePlan, price: float | None) -> dict[str, Any]:
-    data = {_camel(k): _rounded(v) for k, v in asdict(queue).items() if k != "name" and v is not None}
+    data = {_camel(k): _rounded(v) for k, v in queue._asdict().items() if k != "name" and v is not None}
     if queue.usage_change is not None:
         data["usageChange"] = _rounded(queue.usage_change)
     hours = guaranteed_hours(queue)

@@ -520,8 +520,13 @@ def test_the_gpu_memory_params_fail_safe(dev_run: ProgramRun, binding: Any, plai
     ordinary = create(run, synced(run, virtual(containers=container)))
     assert ordinary == plain if isinstance(plain, list) else any(plain in d for d in ordinary), ordinary
     # Already KAI's and its queue's, so the answer never waits for this fresh run's pinning policy to act.
-    pinned = {"labels": {"kai.scheduler/queue": "team-nlp"}, "schedulerName": "kai-scheduler"}
-    fraction = create(run, synced(run, virtual(annotations=GPU_MEMORY_POD, containers=container, **pinned)))
+    pod = virtual(
+        labels={"kai.scheduler/queue": "team-nlp"},
+        annotations=GPU_MEMORY_POD,
+        containers=container,
+        schedulerName="kai-scheduler",
+    )
+    fraction = create(run, synced(run, pod))
     assert any(gpu_memory in denial for denial in fraction), fraction
 
 
