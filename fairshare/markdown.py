@@ -1,25 +1,22 @@
-"""The plan as a picture for a pull request: a Markdown table and one Mermaid bar chart per scenario.
+"""The plan as a picture for a pull request: a Markdown table and one Mermaid bar chart of it.
 
 GitHub renders Mermaid's `xychart-beta` (the keyword every Mermaid since 10.6 knows;
-`xychart` alone needs 11.10). Several bar series in one chart are drawn over each other
-(mermaid-js/mermaid#7392), so each scenario gets its own chart with one series. Labels
-are always quoted: unquoted, Mermaid drops their spaces and refuses `:` and `/`
-(mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md).
+`xychart` alone needs 11.10). Labels are always quoted: unquoted, Mermaid drops their
+spaces and refuses `:` and `/` (mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md).
+
+One chart, no taller than the table it illustrates: each team's bar for "alone" with its
+"all busy" bar drawn over it (several bar series in one chart are drawn over each other,
+mermaid-js/mermaid#7392, which here is the point), on an axis that ends at the largest
+value. The values are written in each team's label, not on the bars: Mermaid sizes every
+bar's value to fit inside the narrowest bar (0.7 x the bar's height, shrunk until it fits
+its width: xychartDiagram, Mermaid 11.17.2), so one small share made every value a few
+pixels tall; an axis label keeps the size it is given.
 """
 
 import math
 
 from fairshare.plan import HOURS_PER_MONTH, Plan, QueuePlan
 from fairshare.table import PRICE_NOTE, plan_rows, usage_lines
-
-SCENARIOS: tuple[tuple[str, str], ...] = (
-    ("saturated", "All teams busy: the GPUs each team gets"),
-    ("alone", "Each team alone: what it gets while the others are idle"),
-    ("rigid", "Rigid split by quota: one cluster per team"),
-)
-
-
-USAGE_SCENARIO = ("usage_adjusted", "All teams busy, with past use weighed (time-based fairness)")
 
 
 def _label(text: str) -> str:
@@ -40,27 +37,31 @@ def _table(plan: Plan, price: float | None) -> list[str]:
 
 BAR_COLOUR = "#2f81f7"
 """Contrast 3.7:1 on GitHub's light background (#ffffff) and 5.0:1 on its dark one (#0d1117): a bar shows in both."""
-LABEL_COLOUR = "#ffffff"
-"""The value written on each bar, on the bar's own colour."""
-BAR_HEIGHT = 28
-"""Pixels per team: a team's name needs its own line."""
+LABEL_FONT = 12
+"""Pixels of each team's label: GitHub's own small text, and above the 11 a reader needs."""
+TEAM_PITCH = 16
+"""Pixels per team along the names' axis: a label's line and a little air."""
+CHART_FRAME = 72
+"""Pixels the value axis, its ticks and the margins take besides the bars."""
+ALONE_COLOUR = "#9ec5fe"
+"""The "alone" bar behind: lighter, so the darker "all busy" bar reads over it."""
 
 
-def axis_top(values: list[float]) -> float:
-    """The axis end that fits these numbers: the next of 1, 2, 2.5 or 5 times a power of ten at or above the
-    largest, so the longest bar fills most of the width, whatever the other scenarios' values."""
-    largest = max([*values, 0.0])
-    if largest <= 0:
-        return 1.0
-    power: float = 10.0 ** math.floor(math.log10(largest))
-    return next(step * power for step in (1.0, 2.0, 2.5, 5.0, 10.0) if step * power >= largest - 1e-9)
+def _team_label(queue: QueuePlan, usage: bool) -> str:
+    text = f"{queue.name}  busy {queue.saturated:.2f} / alone {queue.alone or 0.0:.2f}"
+    if usage:
+        text += f" / with past use {queue.usage_adjusted or 0.0:.2f}"
+    return text
 
 
-def _chart(title: str, leaves: list[QueuePlan], values: list[float]) -> list[str]:
-    """A horizontal bar per team, each labelled with its value, with frontmatter config (Mermaid 10.5 and later,
-    mermaid-js/mermaid packages/mermaid/src/docs/config/configuration.md): `horizontal` puts every team's name on
-    a line of its own (mermaid-js/mermaid packages/mermaid/src/docs/syntax/xyChart.md)."""
-    height = 120 + BAR_HEIGHT * len(leaves)
+def _chart(leaves: list[QueuePlan], usage: bool) -> list[str]:
+    """Horizontal bars, one line per team (`horizontal`, with frontmatter config: Mermaid 10.5 and later,
+    mermaid-js/mermaid packages/mermaid/src/docs/config/configuration.md), no title (the Markdown says what it
+    shows), the value axis ending at the largest "alone" value."""
+    height = CHART_FRAME + TEAM_PITCH * len(leaves)
+    alone = [q.alone or 0.0 for q in leaves]
+    busy = [q.saturated for q in leaves]
+    top = max([*alone, *busy, 0.0]) or 1.0
     return [
         "```mermaid",
         "---",
@@ -68,17 +69,23 @@ def _chart(title: str, leaves: list[QueuePlan], values: list[float]) -> list[str
         "  xyChart:",
         "    width: 800",
         f"    height: {height}",
-        "    showDataLabel: true",
+        "    showTitle: false",
+        "    showDataLabel: false",
+        "    xAxis:",
+        f"      labelFontSize: {LABEL_FONT}",
+        "      showTitle: false",
+        "    yAxis:",
+        f"      labelFontSize: {LABEL_FONT}",
+        "      showTitle: false",
         "  themeVariables:",
         "    xyChart:",
-        f'      plotColorPalette: "{BAR_COLOUR}"',
-        f'      dataLabelColor: "{LABEL_COLOUR}"',
+        f'      plotColorPalette: "{ALONE_COLOUR}, {BAR_COLOUR}"',
         "---",
         "xychart-beta horizontal",
-        f"    title {_label(title)}",
-        f"    x-axis {_label('leaf queue')} [{', '.join(_label(q.name) for q in leaves)}]",
-        f"    y-axis {_label('GPUs')} 0 --> {axis_top(values):g}",
-        f"    bar [{', '.join(f'{v:.2f}' for v in values)}]",
+        f"    x-axis {_label('leaf queue')} [{', '.join(_label(_team_label(q, usage)) for q in leaves)}]",
+        f"    y-axis {_label('GPUs')} 0 --> {math.ceil(top * 100) / 100:g}",
+        f"    bar [{', '.join(f'{v:.2f}' for v in alone)}]",
+        f"    bar [{', '.join(f'{v:.2f}' for v in busy)}]",
         "```",
     ]
 
@@ -99,8 +106,10 @@ def render_markdown(plan: Plan, *, subject: str, price: float | None = None) -> 
         lines += [PRICE_NOTE.format(hours=HOURS_PER_MONTH, price=price), ""]
     for line in usage_lines(plan):
         lines += [line, ""]
-    scenarios = SCENARIOS if plan.usage is None else (*SCENARIOS[:1], USAGE_SCENARIO, *SCENARIOS[1:])
-    for key, title in scenarios:
-        values = [float(getattr(q, key) or 0.0) for q in leaves]
-        lines += [*_chart(title, leaves, values), ""]
+    lines += [
+        "Each team alone (light) and with every team busy (dark), in GPUs; the rigid split is its quota.",
+        "",
+        *_chart(leaves, plan.usage is not None),
+        "",
+    ]
     return "\n".join(lines).rstrip() + "\n"

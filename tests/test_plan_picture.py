@@ -1,4 +1,4 @@
-"""The plan as a pull request shows it: a Markdown table and one Mermaid bar chart per scenario; and its price."""
+"""The plan as a pull request shows it: a Markdown table and one Mermaid bar chart of it; and its price."""
 
 import contextlib
 import io
@@ -16,9 +16,9 @@ CHART = re.compile(r"```mermaid\n(.*?)```", re.DOTALL)
 # after the frontmatter that configures the chart.
 LINES = [
     re.compile(r"^xychart-beta horizontal$"),
-    re.compile(r'^    title "[^"]+"$'),
     re.compile(r'^    x-axis "[^"]+" \[("[^"]+"(, "[^"]+")*)\]$'),
-    re.compile(r'^    y-axis "[^"]+" 0 --> [0-9.]+$'),
+    re.compile(r'^    y-axis "[^"]+" 0 --> ([0-9.]+)$'),
+    re.compile(r"^    bar \[([0-9.]+(, [0-9.]+)*)\]$"),
     re.compile(r"^    bar \[([0-9.]+(, [0-9.]+)*)\]$"),
 ]
 
@@ -31,32 +31,36 @@ def markdown() -> str:
     return out.getvalue()
 
 
-def _charts(markdown: str) -> list[tuple[str, list[str], list[float]]]:
+def _charts(markdown: str) -> list[tuple[list[str], float, list[float], list[float]]]:
+    """Each chart's team labels, axis end, and its two series: each team alone, and every team busy."""
     charts = []
     for block in CHART.findall(markdown):
         _, frontmatter, body = block.split("---\n", 2)
-        config = yaml.safe_load(frontmatter)["config"]
-        assert config["xyChart"]["showDataLabel"] is True, "every bar shows its value"
+        config = yaml.safe_load(frontmatter)["config"]["xyChart"]
+        assert config["showDataLabel"] is False, "values go in the labels, which keep their size"
+        assert config["xAxis"]["labelFontSize"] >= 11
         lines = body.rstrip("\n").split("\n")
         assert len(lines) == len(LINES), block
         matches = [pattern.match(line) for pattern, line in zip(LINES, lines, strict=True)]
         assert all(matches), block
-        names = re.findall(r'"([^"]+)"', matches[2].group(1))  # type: ignore[union-attr]
-        values = [float(v) for v in matches[4].group(1).split(", ")]  # type: ignore[union-attr]
-        charts.append((lines[1], names, values))
+        names = re.findall(r'"([^"]+)"', matches[1].group(1))  # type: ignore[union-attr]
+        top = float(matches[2].group(1))  # type: ignore[union-attr]
+        alone, busy = ([float(v) for v in m.group(1).split(", ")] for m in matches[3:])  # type: ignore[union-attr]
+        charts.append((names, top, alone, busy))
     return charts
 
 
-def test_one_chart_per_scenario_names_every_leaf_queue(markdown: str) -> None:
-    charts = _charts(markdown)
-    assert len(charts) == 3, "all busy, alone, rigid: one series each, never drawn over each other"
-    for _title, names, values in charts:
-        assert names == LEAVES
-        assert len(values) == len(LEAVES)
-    busy, alone, rigid = (values for _, _, values in charts)
-    assert busy == [0.34, 0.33, 0.33]
+def test_one_chart_names_every_leaf_queue_with_its_values(markdown: str) -> None:
+    (chart,) = _charts(markdown)
+    names, top, alone, busy = chart
+    assert names == [
+        "team-nlp  busy 0.34 / alone 1.00",
+        "team-vision  busy 0.33 / alone 1.00",
+        "team-recommender  busy 0.33 / alone 1.00",
+    ]
     assert alone == [1.0, 1.0, 1.0]
-    assert rigid == [0.33, 0.33, 0.33]
+    assert busy == [0.34, 0.33, 0.33]
+    assert top == 1, "the axis ends at the largest value"
 
 
 def test_the_table_has_a_row_per_queue_with_its_guaranteed_hours_and_cost(markdown: str) -> None:

@@ -390,6 +390,6 @@ def test_the_pr_comment_shows_the_usage_column_its_chart_and_who_gains(
     assert main(["--stack", "dev", "--usage", str(usage), "--capacity", "1", "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
     assert "| busy, with usage | change |" in markdown
-    assert 'title "All teams busy, with past use weighed (time-based fairness)"' in markdown
+    assert '"team-nlp  busy 0.34 / alone 1.00 / with past use 0.33"' in markdown, "the chart's label says it too"
     assert "window 1w takenAt 2026-12-01T00:00:00Z" in markdown
     assert "Loses: team-nlp" in markdown
