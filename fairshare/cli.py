@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--format",
         choices=["text", "markdown"],
-        help="text (default), or markdown: a table and charts for a PR comment",
+        help="text (default), or markdown: a table and its chart for a PR comment",
     )
     parser.add_argument(
         "--price-per-gpu-hour", type=float, metavar="P", help="add each team's guaranteed GPU-hours per month and cost"
