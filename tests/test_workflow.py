@@ -2,6 +2,10 @@
 that a reviewer has approved."""
 
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +173,27 @@ def test_the_setup_steps_restrict_the_up_environments_to_main() -> None:
     assert "Deployment branches and tags" in setup
     assert "`main` only" in setup
     assert "deployment-branch policy" in WORKFLOW.read_text()
+
+
+def _plan_script() -> str:
+    """The plan workflow's loop over the stacks, as it runs after the install."""
+    plan = next(iter(_plan_workflow()["jobs"].values()))
+    run: str = next(step["run"] for step in plan["steps"] if "fairshare" in step.get("run", ""))
+    return run[run.index("mkdir -p plan") : run.index('echo "$PR_NUMBER"')]
+
+
+def test_an_invalid_stacks_comment_shows_the_checks_own_lines(tmp_path: Path) -> None:
+    """The workflow's own script, on a copy of the project with a valid stack and an invalid one."""
+    for part in ("fairshare", "config", "harness", "components", "examples"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__", ".cache"))
+    for part in ("__main__.py", "Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / part, tmp_path / part)
+    bad = (ROOT / "Pulumi.dev.yaml").read_text().replace("mode: brev", "mode: brev\n    workers: two", 1)
+    (tmp_path / "Pulumi.bad.yaml").write_text(bad)
+    (tmp_path / "venv").symlink_to(Path(sys.executable).parent.parent)
+    subprocess.run(["bash", "-euo", "pipefail", "-c", _plan_script()], cwd=tmp_path, check=True, timeout=600)
+    comment = (tmp_path / "plan" / "bad.md").read_text()
+    assert "The stack config is invalid; `python -m harness.check bad` says:" in comment
+    assert "gpu-tenancy:host.workers = 'two': must be a whole number" in comment
+    assert comment.count("```") == 2, "one fence, closed"
+    assert "| `team-nlp` |" in (tmp_path / "plan" / "dev.md").read_text(), "a valid stack's plan as before"
