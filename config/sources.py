@@ -27,9 +27,12 @@ _SECRET_HINTS = {
 }
 
 
+CREDENTIALS_OF_MODE = {"kubeconfig": frozenset({"kubeconfig"}), "ssh": frozenset({"sshPrivateKey"})}
+"""The credentials each host mode reads; Brev's SSH key comes from the brev CLI, not from config."""
+
+
 def required_secrets(settings: StackConfig) -> frozenset[str]:
-    """The credentials a host mode reads; Brev's SSH key comes from the brev CLI, not from config."""
-    return frozenset({"kubeconfig": {"kubeconfig"}, "ssh": {"sshPrivateKey"}}.get(settings.host.mode, set()))
+    return CREDENTIALS_OF_MODE.get(settings.host.mode, frozenset())
 
 
 SECRET_VALUE_KEYS = frozenset({"tenants", "kaiScheduler", "gpuOperator", "observability"})

@@ -173,11 +173,12 @@ def _without_v(value: str) -> str:
     return value.removeprefix("v")
 
 
-# Helm reads --version as a semver constraint, which takes 0.35.1 and v0.35.1 alike (Masterminds/semver
-# NewVersion strips a leading v), so both install the same chart; each chart's versions are kept as its
-# repository spells them (the packaged charts in ../shared/reference/charts: kai-scheduler-v0.16.8,
-# gpu-operator-v26.3.3, vcluster-0.35.1, kube-prometheus-stack-88.5.3), so one spelling is compared,
-# warned about and shown everywhere.
+# Helm looks a chart's version up as a semver constraint (IndexFile.Get, helm.sh/helm/v3 pkg/repo/index.go
+# @v3.18.6, the Helm of pulumi-kubernetes' Release), whose grammar takes an optional leading v (semVerRegex,
+# Masterminds/semver/v3 version.go @v3.3.0), so 0.35.1 and v0.35.1 install the same chart. Each chart's
+# versions are kept as its repository spells them (the packaged charts in ../shared/reference/charts:
+# kai-scheduler-v0.16.8, gpu-operator-v26.3.3, vcluster-0.35.1, kube-prometheus-stack-88.5.3), so one
+# spelling is compared, warned about and shown everywhere.
 ChartVersionWithV = Annotated[PinnedVersion, AfterValidator(_with_v)]
 """A chart whose versions start with v (KAI, the GPU Operator)."""
 ChartVersionWithoutV = Annotated[PinnedVersion, AfterValidator(_without_v)]

@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 
 from config.issues import ConfigError
-from config.sources import read_stack_document
+from config.sources import CREDENTIALS_OF_MODE, read_stack_document
 from harness.mocks import FAKE_HOST_KEY, FAKE_HOST_KUBECONFIG
 from harness.monitor import Registration
 from harness.program import ProgramRun, attempt_main
@@ -88,11 +88,11 @@ def _summary(created: Sequence[Registration]) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def _needed(settings: Mapping[str, Any]) -> set[str]:
-    """The credentials the stack's host.mode reads (config/sources.required_secrets), from the raw settings."""
+def _needed(settings: Mapping[str, Any]) -> frozenset[str]:
+    """The credentials the stack's host.mode reads, from the raw settings (which may not validate yet)."""
     host = settings.get("host")
     mode = host.get("mode") if isinstance(host, Mapping) else None
-    return {"ssh": {"sshPrivateKey"}, "kubeconfig": {"kubeconfig"}}.get(str(mode), set())
+    return CREDENTIALS_OF_MODE.get(str(mode), frozenset())
 
 
 def check(argument: str, *, stand_in_secrets: bool = False) -> int:

@@ -54,10 +54,10 @@ from config.vcluster_tenant.node_ports import TenantPorts
 from config.vcluster_tenant.tenants import AddonConfig, TenantConfig, VClusterConfig
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
-PART_OF = {"app.kubernetes.io/part-of": MANAGED_BY["app.kubernetes.io/part-of"]}
-"""What marks an object of the platform's that Helm, not Pulumi, manages."""
 # The namespace label Pod Security admission enforces: kubernetes/pod-security-admission api/constants.go
 # (EnforceLevelLabel). Without a version label it enforces the cluster's own version of the level.
+PART_OF = {"app.kubernetes.io/part-of": MANAGED_BY["app.kubernetes.io/part-of"]}
+"""What marks an object of the platform's that Helm, not Pulumi, manages."""
 
 
 @dataclass(frozen=True)
