@@ -7,14 +7,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from config.changes import hazards
 from config.issues import ConfigError
 from config.kai_scheduler.fairness import USAGE_ALLOCATION_METRIC, USAGE_CAPACITY_METRIC
 from config.sources import read_stack_file
 from config.stack import StackConfig
+from fairshare.compare import compare
 from fairshare.cost import cost_report, measure, render_cost
 from fairshare.markdown import render_markdown
 from fairshare.plan import PastUse, Plan, plan, pool_capacity
 from fairshare.prometheus import Prometheus
+from fairshare.review import Review, review_data
+from fairshare.review import render_markdown as review_markdown
+from fairshare.review import render_text as review_text
 from fairshare.scenario import read_scenario
 from fairshare.table import render
 from fairshare.usage import read_usage_file, read_usage_prometheus, usage_document
@@ -24,7 +29,7 @@ INVALID_INPUT = 2
 
 
 USAGE = """python -m fairshare (--stack STACK | --scenario FILE) [--demand LEAF=AMOUNT|FILE ...] [--capacity N]
-                          [--usage FILE | --usage-from URL] [--price-per-gpu-hour P]
+                          [--usage FILE | --usage-from URL] [--price-per-gpu-hour P] [--base FILE]
                           [--json | --format {text,markdown}]
        python -m fairshare cost --prometheus URL [--window 30d] [--price-per-gpu-hour P] [--stack STACK] [--json]
        python -m fairshare usage --prometheus URL [--stack STACK]"""
@@ -59,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--price-per-gpu-hour", type=float, metavar="P", help="add each team's guaranteed GPU-hours per month and cost"
+    )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        metavar="FILE",
+        help="with --stack: the stack file before a change (e.g. the pull request's base); shows first what the "
+        "change takes from teams (data, access) and whose shares move",
     )
     past = parser.add_mutually_exclusive_group()
     past.add_argument(
@@ -142,21 +154,46 @@ def _capacity(value: float | None) -> float | None:
     return value
 
 
-def _stack_plan(args: argparse.Namespace) -> Plan:
-    settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
+def _pool(args: argparse.Namespace, settings: StackConfig) -> float:
     capacity = _capacity(args.capacity) or pool_capacity(settings.queues)
     if capacity is None:
         raise ConfigError(
             ["a root queue's GPU quota is unlimited (-1), so the pool's size is unknown: pass --capacity N"]
         )
+    return capacity
+
+
+def _stack_plan(args: argparse.Namespace) -> tuple[Plan, Review | None]:
+    settings = read_stack_file(PROJECT_ROOT / f"Pulumi.{args.stack}.yaml")
     demand = _demand(args.demand, settings.queue_tree.leaves)
-    return plan(settings.queues, capacity, demand, _past_use(args, settings))
+    head = plan(settings.queues, _pool(args, settings), demand, _past_use(args, settings))
+    return head, _review(args, settings, head)
+
+
+def _review(args: argparse.Namespace, settings: StackConfig, head: Plan) -> Review | None:
+    """The change from `--base`: what it takes from teams, and whose shares move. A base this code cannot read is
+    said, not fatal: the pull request may be the one that changes the format."""
+    if args.base is None:
+        return None
+    if not args.base.is_file():
+        raise ConfigError([f"--base {args.base}: no such file (a new stack has no base: leave --base out)"])
+    try:
+        base = read_stack_file(args.base)
+        base_plan = plan(base.queues, _pool(args, base))
+    except ConfigError as error:
+        return Review(
+            note=f"The base's stack file does not validate with this change's code, so nothing is compared: "
+            f"{error.problems[0]}"
+        )
+    return Review(hazards(base, settings), compare(base_plan, head))
 
 
 def _scenario_plan(args: argparse.Namespace) -> Plan:
     """A scenario's plan; its leaves' requests are the what-if, so `whatIf` is KAI's division of that demand."""
     if args.demand or args.capacity is not None:
         raise ConfigError(["--demand and --capacity go with --stack: a scenario file carries its own"])
+    if args.base is not None:
+        raise ConfigError(["--base goes with --stack: it compares two stack files"])
     if args.usage is not None or args.usage_from is not None:
         raise ConfigError(["--usage and --usage-from go with --stack: the kValue and window are the stack's"])
     scenario = read_scenario(args.scenario)
@@ -259,15 +296,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json and args.format is not None:
             raise ConfigError([f"--json and --format {args.format}: choose one"])
         price = _price(args.price_per_gpu_hour)
-        result = _scenario_plan(args) if args.scenario is not None else _stack_plan(args)
+        result, review = (_scenario_plan(args), None) if args.scenario is not None else _stack_plan(args)
     except ConfigError as error:
         print(f"fairshare: {'; '.join(error.problems)}", file=sys.stderr)
         return INVALID_INPUT
     if args.json:
-        print(json.dumps(result.to_data(price), indent=2))
+        data = result.to_data(price)
+        if review is not None:
+            data["change"] = review_data(review, price)
+        print(json.dumps(data, indent=2))
     elif args.format == "markdown":
         subject = f"stack `{args.stack}`" if args.stack else f"scenario `{args.scenario.name}`"
-        print(render_markdown(result, subject=subject, price=price), end="")
+        before = review_markdown(review, price) if review is not None else []
+        print(render_markdown(result, subject=subject, price=price, review=before), end="")
     else:
-        print(render(result, price))
+        before = [*review_text(review, price), ""] if review is not None else []
+        print("\n".join([*before, render(result, price)]))
     return 0

@@ -14,12 +14,13 @@ pixels tall; an axis label keeps the size it is given.
 """
 
 import math
+from collections.abc import Sequence
 
 from fairshare.plan import HOURS_PER_MONTH, Plan, QueuePlan
 from fairshare.table import PRICE_NOTE, plan_rows, usage_lines
 
 
-def _label(text: str) -> str:
+def label(text: str) -> str:
     return '"' + text.replace('"', "") + '"'
 
 
@@ -82,20 +83,22 @@ def _chart(leaves: list[QueuePlan], usage: bool) -> list[str]:
         f'      plotColorPalette: "{ALONE_COLOUR}, {BAR_COLOUR}"',
         "---",
         "xychart-beta horizontal",
-        f"    x-axis {_label('leaf queue')} [{', '.join(_label(_team_label(q, usage)) for q in leaves)}]",
-        f"    y-axis {_label('GPUs')} 0 --> {math.ceil(top * 100) / 100:g}",
+        f"    x-axis {label('leaf queue')} [{', '.join(label(_team_label(q, usage)) for q in leaves)}]",
+        f"    y-axis {label('GPUs')} 0 --> {math.ceil(top * 100) / 100:g}",
         f"    bar [{', '.join(f'{v:.2f}' for v in alone)}]",
         f"    bar [{', '.join(f'{v:.2f}' for v in busy)}]",
         "```",
     ]
 
 
-def render_markdown(plan: Plan, *, subject: str, price: float | None = None) -> str:
-    """`subject` says whose plan it is: "stack `dev`", or "scenario `file.json`"."""
+def render_markdown(plan: Plan, *, subject: str, price: float | None = None, review: Sequence[str] = ()) -> str:
+    """`subject` says whose plan it is: "stack `dev`", or "scenario `file.json`"; `review`: what a change does,
+    shown first (fairshare/review.py), the plan then being the one after it."""
     leaves = [q for q in plan.queues if q.alone is not None]
-    lines = [
-        f"### Fair-share plan for {subject}",
-        "",
+    lines = [f"### Fair-share plan for {subject}", ""]
+    if review:
+        lines += [*review, "#### The plan after this change", ""]
+    lines += [
         f"GPU pool: {plan.capacity:g}. All teams busy: {plan.saturated_utilisation:.0%} of the pool in use "
         f"(rigid split by quota: {plan.rigid_utilisation:.0%}).",
         "",

@@ -1,4 +1,5 @@
-"""The plan's picture as a reviewer sees it: rendered by Mermaid (mermaid-cli in Chromium) at 3 and 30 teams.
+"""The plan's picture as a reviewer sees it, and the picture of a change: rendered by Mermaid (mermaid-cli in
+Chromium) at 3 and 30 teams, and a change at 3 and 40.
 
 The Markdown `python -m fairshare --format markdown` prints for a pull request is rendered by
 mermaid-cli 11.17.0 (Mermaid 11.17.2) in Debian's Chromium, in Mermaid's default and dark themes, and
@@ -18,8 +19,11 @@ from pathlib import Path
 import pytest
 
 from config.queue_hierarchy.queues import QueueConfig
+from fairshare.compare import NOTHING, Comparison, TeamChange, compare
 from fairshare.markdown import ALONE_COLOUR, BAR_COLOUR, render_markdown
 from fairshare.plan import PastUse, Plan, QueuePlan, plan
+from fairshare.review import BEFORE_COLOUR, CHART_TEAMS, Review
+from fairshare.review import render_markdown as review_markdown
 from fairshare.usage import PastUsage
 from harness.tools import browser_path, mmdc_path
 from tests.charts import missing
@@ -194,3 +198,94 @@ def test_the_axis_ends_at_the_largest_value(picture: Picture) -> None:
     for ((first, _), a), ((second, _), b) in itertools.combinations(bars, 2):
         if a > b + 0.01:
             assert first > second, (a, b)
+
+
+# --- the change's picture: a pull request's base against its head ---------------------------------------------
+
+
+def _grown(queues: list[QueueConfig], every: int) -> list[QueueConfig]:
+    """The base of a change that halves every `every`-th team's quota, from the first: those teams lose."""
+    return [
+        q.model_copy(
+            update={
+                "resources": q.resources.model_copy(
+                    update={"gpu": q.resources.gpu.model_copy(update={"quota": q.resources.gpu.quota * 2})}
+                )
+            }
+        )
+        if q.parent_queue is not None and index % every == 1
+        else q
+        for index, q in enumerate(queues)
+    ]
+
+
+@dataclass(frozen=True)
+class ChangePicture:
+    comparison: Comparison
+    pictures: int
+    height: float
+    names: list[tuple[str, float, float]]
+    text_sizes: list[float]
+    before: list[tuple[float, str]]
+    after: list[tuple[float, str]]
+    rows: int
+    """The change table's rows, its header included."""
+
+
+@pytest.fixture(scope="module", params=[(teams, theme) for teams in (3, 40) for theme in THEMES], ids=str)
+def change_picture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ChangePicture:
+    teams, theme = request.param
+    head = _queues(teams)
+    comparison = compare(plan(_grown(head, 2), 8), plan(head, 8))
+    review = review_markdown(Review(comparison=comparison), price=2.5)
+    markdown = render_markdown(comparison.head, subject="stack `big`", price=2.5, review=review)
+    svgs = _render(tmp_path_factory.mktemp(f"change-{teams}-{theme}"), markdown, theme)
+    root = ET.parse(svgs[0]).getroot()
+    change_table = markdown[markdown.index("#### What this change moves") : markdown.index("```mermaid")]
+    return ChangePicture(
+        comparison=comparison,
+        pictures=len(svgs),
+        height=float(root.get("viewBox", "0 0 0 0").split()[3]),
+        names=[
+            (t.text or "", _position(t)[1], _size(t))
+            for t in _group(_group(root, "left-axis"), "label").iter(f"{SVG}text")
+        ],
+        text_sizes=[_size(t) for t in root.iter(f"{SVG}text") if (t.text or "").strip()],
+        before=_bars(root, "bar-plot-0"),
+        after=_bars(root, "bar-plot-1"),
+        rows=len([line for line in change_table.splitlines() if line.startswith("| ")]) - 1,
+    )
+
+
+def _charted(comparison: Comparison) -> list[TeamChange]:
+    most = sorted(comparison.teams, key=lambda team: -abs(team.moved))[:CHART_TEAMS]
+    return [team for team in comparison.teams if team in most]
+
+
+def test_the_change_is_one_picture_before_the_plans_with_each_moved_team_on_a_line(
+    change_picture: ChangePicture,
+) -> None:
+    assert len(change_picture.comparison.teams) >= 2, "one team's move is its row: no picture"
+    assert change_picture.pictures == 2, "the change's picture, then the plan's"
+    charted = _charted(change_picture.comparison)
+    assert len(charted) == min(len(change_picture.comparison.teams), CHART_TEAMS)
+    assert [name for name, _, _ in change_picture.names] == [
+        f"{t.name}  {(t.before or NOTHING).busy:.2f} -> {(t.after or NOTHING).busy:.2f}" for t in charted
+    ]
+    placed = sorted(change_picture.names, key=lambda named: named[1])
+    for (first, at, size), (second, then, _) in itertools.pairwise(placed):
+        assert then - at >= size, f"{first} and {second} overlap"
+    assert min(change_picture.text_sizes) >= MIN_TEXT, sorted(set(change_picture.text_sizes))
+    assert change_picture.height <= change_picture.rows * TABLE_ROW, (change_picture.height, change_picture.rows)
+
+
+def test_a_loss_shows_grey_beyond_the_blue_and_a_gain_blue_beyond_the_grey(change_picture: ChangePicture) -> None:
+    assert {fill.lower() for _, fill in change_picture.before} == {BEFORE_COLOUR}
+    assert {fill.lower() for _, fill in change_picture.after} == {BAR_COLOUR}
+    assert contrast(BEFORE_COLOUR, BAR_COLOUR) >= 1.5, "the after bar reads over the before bar"
+    charted = _charted(change_picture.comparison)
+    for team, (before, _), (after, _) in zip(charted, change_picture.before, change_picture.after, strict=True):
+        if team.busy <= -0.01:
+            assert before > after, team.name
+        elif team.busy >= 0.01:
+            assert after > before, team.name

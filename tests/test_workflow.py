@@ -1,6 +1,7 @@
 """The pull-request workflow: it tests like the README, previews only after review, and keeps secrets in jobs
 that a reviewer has approved."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -138,7 +139,7 @@ def test_the_plan_is_rendered_in_a_workflow_of_its_own_without_secrets_or_review
     assert "permissions" not in plan, "the workflow's read-only token"
     run = next(step["run"] for step in plan["steps"] if "fairshare" in step.get("run", ""))
     assert "for file in Pulumi.*.yaml" in run
-    assert 'venv/bin/python -m fairshare --stack "$stack" $usage --format markdown' in run
+    assert 'venv/bin/python -m fairshare --stack "$stack" $usage $base --format markdown' in run
     assert 'if [ -f "usage/$stack.json" ]; then usage="--usage usage/$stack.json"; fi' in run
     upload = next(step for step in plan["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["name"] == "fair-share-plan"
@@ -182,18 +183,83 @@ def _plan_script() -> str:
     return run[run.index("mkdir -p plan") : run.index('echo "$PR_NUMBER"')]
 
 
+def _fetch_script() -> str:
+    """The plan workflow's step that writes the base's stack files to base/."""
+    plan = next(iter(_plan_workflow()["jobs"].values()))
+    return str(next(step["run"] for step in plan["steps"] if step.get("name") == "Fetch the base's stack files"))
+
+
+def _project(root: Path) -> None:
+    """What the plan workflow runs: a copy of the project, with this interpreter as its venv."""
+    for part in ("fairshare", "config", "harness", "components", "examples"):
+        shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__", ".cache"))
+    for part in ("__main__.py", "Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(ROOT / part, root / part)
+    (root / "venv").symlink_to(Path(sys.executable).parent.parent)
+
+
 def test_an_invalid_stacks_comment_shows_the_checks_own_lines(tmp_path: Path) -> None:
     """The workflow's own script, on a copy of the project with a valid stack and an invalid one."""
-    for part in ("fairshare", "config", "harness", "components", "examples"):
-        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__", ".cache"))
-    for part in ("__main__.py", "Pulumi.yaml", "Pulumi.dev.yaml"):
-        shutil.copy(ROOT / part, tmp_path / part)
+    _project(tmp_path)
     bad = (ROOT / "Pulumi.dev.yaml").read_text().replace("mode: brev", "mode: brev\n    workers: two", 1)
     (tmp_path / "Pulumi.bad.yaml").write_text(bad)
-    (tmp_path / "venv").symlink_to(Path(sys.executable).parent.parent)
     subprocess.run(["bash", "-euo", "pipefail", "-c", _plan_script()], cwd=tmp_path, check=True, timeout=600)
     comment = (tmp_path / "plan" / "bad.md").read_text()
     assert "The stack config is invalid; `python -m harness.check bad` says:" in comment
     assert "gpu-tenancy:host.workers = 'two': must be a whole number" in comment
     assert comment.count("```") == 2, "one fence, closed"
     assert "| `team-nlp` |" in (tmp_path / "plan" / "dev.md").read_text(), "a valid stack's plan as before"
+
+
+def _git(root: Path, *args: str) -> str:
+    identity = ["-c", "user.name=reviewer", "-c", "user.email=reviewer@example.com"]
+    done = subprocess.run(["git", *identity, *args], cwd=root, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def test_a_pull_requests_comment_shows_what_the_change_moves_against_its_base(tmp_path: Path) -> None:
+    """Both of the workflow's steps, on a repository whose pull request changes quotas, drops a member, adds a
+    stack and deletes one: the base is fetched by its SHA, as from GitHub, and each comment says what moves."""
+    _project(tmp_path)
+    dev = (ROOT / "Pulumi.dev.yaml").read_text()
+    with_members = dev.replace("queue: team-vision\n", "queue: team-vision\n      members: [alice, bob]\n", 1)
+    assert with_members != dev
+    (tmp_path / "Pulumi.dev.yaml").write_text(with_members)
+    (tmp_path / "Pulumi.gone.yaml").write_text(dev)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "Pulumi.dev.yaml", "Pulumi.gone.yaml")
+    _git(tmp_path, "commit", "-q", "-m", "base")
+    base_sha = _git(tmp_path, "rev-parse", "HEAD")
+    head = dev.replace(
+        "gpu: {quota: 0.33, limit: 1, overQuotaWeight: 1}", "gpu: {quota: 0.5, limit: 1, overQuotaWeight: 1}", 1
+    )
+    head = head.replace(
+        "gpu: {quota: 0.33, limit: 1, overQuotaWeight: 1}\n  gpu-tenancy:tenants",
+        "gpu: {quota: 0.16, limit: 1, overQuotaWeight: 1}\n  gpu-tenancy:tenants",
+    )
+    (tmp_path / "Pulumi.dev.yaml").write_text(
+        head.replace("queue: team-vision\n", "queue: team-vision\n      members: [alice]\n", 1)
+    )
+    (tmp_path / "Pulumi.new.yaml").write_text(dev)
+    _git(tmp_path, "rm", "-q", "Pulumi.gone.yaml")
+    _git(tmp_path, "add", "Pulumi.dev.yaml", "Pulumi.new.yaml")
+    _git(tmp_path, "commit", "-q", "-m", "head")
+    _git(tmp_path, "remote", "add", "origin", str(tmp_path))
+    env = {**os.environ, "BASE_SHA": base_sha}
+    for script in (_fetch_script(), _plan_script()):
+        subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, check=True, timeout=600)
+
+    comment = (tmp_path / "plan" / "dev.md").read_text()
+    order = [
+        "> [!CAUTION]",
+        "> - **`gpu-tenancy:tenants[1].members`**: tenant team-vision loses member bob",
+        "#### What this change moves",
+        "| `team-recommender` | 0.33 -> 0.16 (-0.17) |",
+        "| `team-nlp` | 0.33 -> 0.50 (+0.17) |",
+        "```mermaid",
+        "#### The plan after this change",
+    ]
+    positions = [comment.index(part) for part in order]
+    assert positions == sorted(positions), comment
+    assert "What this change moves" not in (tmp_path / "plan" / "new.md").read_text(), "a new stack has no base"
+    assert "This change deletes `Pulumi.gone.yaml`" in (tmp_path / "plan" / "gone.md").read_text()

@@ -161,7 +161,7 @@ class GpuHost(pulumi.ComponentResource):
         address = host.address or pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_host))
         api_port = pulumi.Output.unsecret(kubeconfig.apply(kubeconfig_server_port))
         known = pulumi.Output.from_input(address)
-        return _Cluster(kubeconfig, known, api_port, f"kubeconfig/{host.cluster_id}", (), machine_addresses=[known])
+        return _Cluster(kubeconfig, known, api_port, host.identity, (), machine_addresses=[known])
 
     def _connection(self, host: BrevHost | SshHost) -> tuple[pulumi.Output[Any], pulumi.Output[str], str]:
         """SSH connection to the control plane (secret), the host's address, and a stable cluster identity."""
@@ -169,7 +169,7 @@ class GpuHost(pulumi.ComponentResource):
             connection = self._ssh_connection(host.address, host.user, host.port)
             return connection, pulumi.Output.from_input(host.address), host.identity
         connection, address, _ = brev_machine(host, host.name, self._name, role="control-plane", parent=self)
-        return connection, address, f"brev/{host.name}"
+        return connection, address, host.identity
 
     def _ssh_connection(self, address: str, user: str, port: int) -> pulumi.Output[Any]:
         """A connection with the stack's SSH key (secret)."""

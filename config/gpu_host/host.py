@@ -118,6 +118,11 @@ class BrevHost(_BootstrapHost):
         return self.expect.gpu_name or self.gpu_name
 
     @property
+    def identity(self) -> str:
+        """The cluster's identity (the Kubernetes provider's clusterIdentifier): another name is another machine."""
+        return f"brev/{self.name}"
+
+    @property
     def worker_instances(self) -> list[tuple[int, str]]:
         """(number, Brev instance) of each worker: 1..workers but the retired ones, so removing any one moves none
         of the others."""
@@ -210,6 +215,10 @@ class KubeconfigHost(ConfigModel):
         default="existing-cluster",
         description="Stable identity of the cluster: changing it replaces every Kubernetes resource.",
     )
+
+    @property
+    def identity(self) -> str:
+        return f"kubeconfig/{self.cluster_id}"
 
 
 HostConfig = Annotated[BrevHost | SshHost | KubeconfigHost, Field(discriminator="mode")]
