@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from config.issues import STACK_KEYS, Path, problems_from
-from config.types import PROMETHEUS_URL_PATTERN
+from config.types import PROMETHEUS_URL_PATTERN, unquoted_number
 
 UnionModels = Mapping[str, Mapping[str, type[BaseModel]]]
 """A key holding a tagged union -> each tag's model, e.g. host -> {brev: BrevHost, ...}."""
@@ -153,7 +153,15 @@ PATTERN_MEANINGS = {
 
 def explain(detail: Mapping[str, Any], root: type[BaseModel], loc: Path, unions: UnionModels) -> str:
     """The house-style message for one pydantic failure; pydantic's own words only for a type it has no entry for."""
-    context = {key: value for key, value in (detail.get("ctx") or {}).items()}
+    # A float field's bound arrives as a float (0.0): say it as written (0).
+    context = {
+        key: int(value) if isinstance(value, float) and value.is_integer() else value
+        for key, value in (detail.get("ctx") or {}).items()
+    }
+    if detail["type"] == "string_type":
+        said = unquoted_number(detail.get("input"))
+        if said is not None:
+            return said
     template = PATTERN_MEANINGS.get(str(context.get("pattern"))) or WANTS.get(str(detail["type"]))
     if template is None:
         return str(detail["msg"])

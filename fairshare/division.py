@@ -164,17 +164,8 @@ def _divide_siblings(amount: float, siblings: Sequence[_Share], k_value: float) 
 
 
 def _share(queue: QueueConfig, order: int, request: float, resource: ResourceName, usage: float) -> _Share:
-    resource_share = queue.resources.share(resource)
-    return _Share(
-        name=queue.name,
-        order=order,
-        priority=queue.priority,
-        quota=resource_share.quota,
-        limit=resource_share.limit,
-        weight=resource_share.over_quota_weight,
-        request=request,
-        usage=usage,
-    )
+    terms = getattr(queue.resources, resource)
+    return _Share(queue.name, order, queue.priority, terms.quota, terms.limit, terms.over_quota_weight, request, usage)
 
 
 def fair_shares(
@@ -189,12 +180,23 @@ def fair_shares(
     """Every queue's fair share of `capacity`, given each leaf queue's demand (absent = 0) and, with time-based
     fairness, each queue's past use. `tree`: the queues' index, when the caller has one to share."""
     tree = tree or QueueTree(list(queues))
-    children, order, usage = tree.children, tree.index, time_based.usage
+    children, order, usage, asked = tree.children, tree.index, time_based.usage.get, demand.get
     shares: dict[str, _Share] = {}
     for queue in reversed(tree.parents_first):  # children first: a parent requests what its children do
-        kids = children[queue.name]
-        request = sum(shares[k.name].request for k in kids) if kids else float(demand.get(queue.name, 0.0))
-        shares[queue.name] = _share(queue, order[queue.name], request, resource, usage.get(queue.name, 0.0))
+        name = queue.name
+        kids = children[name]
+        request = sum([shares[k.name].request for k in kids]) if kids else float(asked(name, 0.0))
+        terms = getattr(queue.resources, resource)  # _share, inlined: this loop runs once per queue
+        shares[name] = _Share(
+            name,
+            order[name],
+            queue.priority,
+            terms.quota,
+            terms.limit,
+            terms.over_quota_weight,
+            request,
+            usage(name, 0.0),
+        )
     k_value = time_based.k_value
     _divide_siblings(capacity, [shares[q.name] for q in queues if q.parent_queue is None], k_value)
     for queue in tree.parents_first:

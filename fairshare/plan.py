@@ -143,9 +143,12 @@ def plan(
     capacity: float,
     demand: Mapping[str, float] | None = None,
     past: PastUse | None = None,
+    *,
+    tree: QueueTree | None = None,
 ) -> Plan:
-    """`past`: add each queue's all-busy share as KAI divides it given that past use (time-based fairness)."""
-    tree = QueueTree(list(queues))
+    """`past`: add each queue's all-busy share as KAI divides it given that past use (time-based fairness);
+    `tree`: the queues' index, when the caller has one."""
+    tree = tree or QueueTree(list(queues))
     leaves = tree.leaf_set
     busy = dict.fromkeys(leaves, capacity)
     saturated = fair_shares(queues, capacity, busy, tree=tree)
@@ -154,23 +157,24 @@ def plan(
     what_if = fair_shares(queues, capacity, demand, tree=tree) if demand is not None else None
     rows = []
     for queue in queues:
-        gpu = queue.resources.gpu
-        leaf = queue.name in leaves
+        name, gpu = queue.name, queue.resources.gpu
+        leaf = name in leaves
+        # Positional, in QueuePlan's field order: 100,000 rows are built here.
         rows.append(
             QueuePlan(
-                name=queue.name,
-                parent=queue.parent_queue,
-                quota=gpu.quota,
-                limit=gpu.limit,
-                weight=gpu.over_quota_weight,
-                priority=queue.priority,
-                saturated=saturated[queue.name],
-                alone=by_itself[queue.name] if leaf else None,
-                rigid=_rigid(queue, capacity) if leaf else None,
-                demand=(demand or {}).get(queue.name, 0.0) if demand is not None and leaf else None,
-                what_if=what_if[queue.name] if what_if is not None else None,
-                used_gpu_hours=past.usage.queues.get(queue.name, 0.0) if past else None,
-                usage_adjusted=adjusted[queue.name] if adjusted is not None else None,
+                name,
+                queue.parent_queue,
+                gpu.quota,
+                gpu.limit,
+                gpu.over_quota_weight,
+                queue.priority,
+                saturated[name],
+                by_itself[name] if leaf else None,
+                _rigid(queue, capacity) if leaf else None,
+                demand.get(name, 0.0) if demand is not None and leaf else None,
+                what_if[name] if what_if is not None else None,
+                past.usage.queues.get(name, 0.0) if past else None,
+                adjusted[name] if adjusted is not None else None,
             )
         )
     used = sum(saturated[name] for name in leaves)

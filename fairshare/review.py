@@ -11,8 +11,8 @@ a gain as blue beyond the grey.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from config.changes import Hazard
 from fairshare.compare import NOTHING, Comparison, Shares, TeamChange
 from fairshare.markdown import BAR_COLOUR, CHART_FRAME, LABEL_FONT, TEAM_PITCH, label
 from fairshare.table import aligned
@@ -20,6 +20,9 @@ from fairshare.table import aligned
 BEFORE_COLOUR = "#afb8c1"
 """The bar before the change, behind the blue: 2.0:1 on GitHub's light page, 9.4:1 on its dark one, 1.9:1 under
 the blue, as the plan's light "alone" bar sits under its busy one."""
+if TYPE_CHECKING:  # the stack config's whole tree, which a scenario's plan does not load
+    from config.changes import Hazard
+
 CHART_TEAMS = 30
 """At most this many teams in the picture (those that move most); the table lists them all."""
 
@@ -28,7 +31,7 @@ CHART_TEAMS = 30
 class Review:
     """What a change does, or why it cannot be said: `comparison` is None with a `note` instead."""
 
-    hazards: Sequence[Hazard] = ()
+    hazards: "Sequence[Hazard]" = ()
     comparison: Comparison | None = None
     note: str = ""
 

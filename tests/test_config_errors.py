@@ -95,7 +95,7 @@ BAD_CONFIGS = [
     ("duplicate-queue", _duplicate_queue, "gpu-tenancy:queues[4].name", "unique"),
     ("negative-quota", _gpu(1, quota=-0.5), "gpu-tenancy:queues[1].resources.gpu.quota", "-1 (unlimited)"),
     ("limit-below-quota", _gpu(1, limit=0.2), "gpu-tenancy:queues[1].resources.gpu.limit", "at least the quota"),
-    ("negative-weight", _gpu(1, overQuotaWeight=-1), "gpu-tenancy:queues[1].resources.gpu.overQuotaWeight", ">= 0"),
+    ("negative-weight", _gpu(1, overQuotaWeight=-1), "gpu-tenancy:queues[1].resources.gpu.overQuotaWeight", "least 0"),
     ("quoted-number", _gpu(1, quota="0.33"), "gpu-tenancy:queues[1].resources.gpu.quota", "must be a number"),
     ("boolean-number", _gpu(1, limit=True), "gpu-tenancy:queues[1].resources.gpu.limit", "must be a number"),
     ("fractional-priority", _queue(1, priority=1.5), "gpu-tenancy:queues[1].priority", "whole number"),

@@ -72,6 +72,27 @@ def test_a_bad_demand_file_is_refused_in_one_line(
     assert complaint in err
 
 
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        (b'{"capacity": 1,', "is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 16"),
+        (b"", "is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+        (b'{"capacity": 1, "queues": [NaN]}', "queues[0] = nan: must be a mapping of keys to values"),
+        (b'{"capacity": "1", "queues": [{"name": "a"}]}', "capacity = '1': must be a number (more than 0), unquoted"),
+    ],
+    ids=["truncated", "empty", "nan", "quoted-number"],
+)
+def test_a_scenario_that_is_not_sound_json_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes, complaint: str
+) -> None:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_bytes(text)
+    code, out, err = _run(capsys, "--scenario", str(scenario))
+    assert (code, out) == (2, "")
+    assert complaint in err
+    assert len(err.splitlines()) == 1
+
+
 def test_a_stack_and_a_scenario_print_the_same_layout_with_price_and_cost(capsys: pytest.CaptureFixture[str]) -> None:
     price = ["--price-per-gpu-hour", "2.5", "--json"]
     _, stack_out, _ = _run(capsys, "--stack", "dev", "--demand", DEMAND, *price)

@@ -193,7 +193,7 @@ def test_the_docs_example_is_what_the_review_prints(
     head["queues"][1]["resources"]["gpu"]["quota"] = 0.5
     head["queues"][3]["resources"]["gpu"]["quota"] = 0.17
     _stack_file(tmp_path / "Pulumi.dev.yaml", head)
-    monkeypatch.setattr("fairshare.cli.PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr("fairshare.stack_cli.PROJECT_ROOT", tmp_path)
     base_file = _stack_file(tmp_path / "base.yaml", base)
     assert main(["--stack", "dev", "--base", str(base_file), "--price-per-gpu-hour", "2.5"]) == 0
     printed = capsys.readouterr().out.split("\n\n")[0].splitlines()

@@ -9,7 +9,7 @@ off-by-default warning. So the tree is validated here, before anything exists.
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from config.issues import ConfigIssue
 from config.queue_hierarchy.queues import RESOURCES, UNITS, QueueConfig, ResourceName
@@ -110,14 +110,20 @@ def _cycle_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
     parent_of = {q.name: q.parent_queue for q in queues}
     index = QueueTree(queues).index
     reported: set[str] = set()
+    rooted: set[str] = set()
+    """Queues whose chain is known to end at a root: a walk that meets one stops there, so each queue is walked
+    about once."""
     issues = []
     for queue in queues:
         chain = [queue.name]
         current = parent_of[queue.name]
-        while current is not None and current not in chain:
+        while current is not None and current not in rooted and current not in chain:
             chain.append(current)
             current = parent_of[current]
-        if current is None or current in reported:
+        if current is None or current in rooted:
+            rooted.update(chain)
+            continue
+        if current in reported:
             continue
         cycle = chain[chain.index(current) :]
         reported.update(cycle)
@@ -141,7 +147,13 @@ def _rotate(cycle: list[str], start: str) -> list[str]:
 def _quota(queue: QueueConfig, resource: ResourceName) -> Decimal | None:
     """The queue's guarantee as an exact decimal, or None for unlimited (-1)."""
     quota = queue.resources.share(resource).quota
-    return None if quota == UNLIMITED else Decimal(str(quota))
+    return None if quota == UNLIMITED else _decimal(quota)
+
+
+@lru_cache(maxsize=4096)
+def _decimal(amount: float) -> Decimal:
+    """The amount as written (0.33, not 0.330000000000000015...); teams alike share one conversion."""
+    return Decimal(str(amount))
 
 
 @dataclass(frozen=True)
@@ -173,9 +185,8 @@ def _show(amount: Decimal) -> int | float:
     return plain_number(float(amount))
 
 
-def _splits(queues: Sequence[QueueConfig]) -> Iterator[_Split]:
+def _splits(queues: Sequence[QueueConfig], tree: QueueTree) -> Iterator[_Split]:
     """Every (parent, resource) with children and a finite parent quota: where guarantees can be split."""
-    tree = QueueTree(queues)
     for parent in queues:
         kids = tree.children[parent.name]
         if not kids:
@@ -187,10 +198,10 @@ def _splits(queues: Sequence[QueueConfig]) -> Iterator[_Split]:
                 yield _Split(tree.index[parent.name], parent, resource, budget, kids, quotas)
 
 
-def overcommit_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
-    """Children may not be guaranteed more than their parent is."""
+def overcommit_issues(queues: Sequence[QueueConfig], tree: QueueTree | None = None) -> list[ConfigIssue]:
+    """Children may not be guaranteed more than their parent is. `tree`: the queues' index, if the caller has it."""
     issues = []
-    for split in _splits(queues):
+    for split in _splits(queues, tree or QueueTree(queues)):
         unit = UNITS[split.resource]
         if split.unlimited_child:
             message = (
@@ -217,7 +228,7 @@ def unassigned_warnings(queues: Sequence[QueueConfig]) -> list[str]:
     team is promised it, which is usually not what the budget meant.
     """
     warnings = []
-    for split in _splits(queues):
+    for split in _splits(queues, QueueTree(queues)):
         spare = split.budget - split.assigned
         if not split.unlimited_child and spare > QUOTA_TOLERANCE:
             unit = UNITS[split.resource]

@@ -55,21 +55,14 @@ UNGOVERNED = ResourceShare(quota=UNLIMITED, limit=UNLIMITED, over_quota_weight=1
 NO_GPU_GUARANTEE = ResourceShare(quota=0, limit=UNLIMITED, over_quota_weight=1)
 
 
-def _ungoverned() -> ResourceShare:
-    """The one frozen default, shared: a tree of 100,000 queues need not validate 200,000 copies of it."""
-    return UNGOVERNED
-
-
-def _no_gpu_guarantee() -> ResourceShare:
-    return NO_GPU_GUARANTEE
-
-
 class QueueResources(ConfigModel):
     """Every Queue is rendered with all three resources, never with a missing one."""
 
-    gpu: ResourceShare = Field(default_factory=_no_gpu_guarantee)
-    cpu: ResourceShare = Field(default_factory=_ungoverned)
-    memory: ResourceShare = Field(default_factory=_ungoverned)
+    # Frozen, hence hashable, so pydantic hands out the one default without copying or calling anything: a tree
+    # of 100,000 queues shares two objects.
+    gpu: ResourceShare = NO_GPU_GUARANTEE
+    cpu: ResourceShare = UNGOVERNED
+    memory: ResourceShare = UNGOVERNED
 
     def share(self, resource: ResourceName) -> ResourceShare:
         share: ResourceShare = getattr(self, resource)
