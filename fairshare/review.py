@@ -145,6 +145,8 @@ def render_markdown(review: Review, price: float | None) -> list[str]:
     """The review as Markdown before the plan: a caution block, the teams that move, and their picture."""
     lines: list[str] = []
     if review.hazards:
+        # GitHub's alert: a top-level blockquote whose first line is the marker alone, drawn in red for CAUTION
+        # (github/docs content/get-started/writing-on-github/.../basic-writing-and-formatting-syntax.md#alerts).
         lines += [
             "> [!CAUTION]",
             "> **This change deletes a team's data or takes away its access.** Read this before approving:",
