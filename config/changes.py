@@ -15,6 +15,8 @@ that makes it so:
 - A member or group that leaves a tenant loses its credentials (components/vcluster_tenant/members.py).
 - A team's kubeconfig names its API's address (components/vcluster_tenant/endpoints.py): another
   expose mode, domain, node port or host address makes every copy of it stale.
+- The team views (components/observability/team_views.py) hold a login per member: turning them off
+  deletes them, and another node port moves them.
 """
 
 from collections.abc import Sequence
@@ -167,8 +169,35 @@ def _api_key(base: StackConfig, head: StackConfig, old: _Api, new: _Api, index: 
     return key_path(("tenants", index, "nodePort"))
 
 
+def _team_views(base: StackConfig, head: StackConfig) -> list[Hazard]:
+    """The team views are each team's dashboards, behind a login of each member's (components/observability)."""
+    before, after = base.observability, head.observability
+    if not before.team_views_enabled or not base.tenants:
+        return []
+    if not after.team_views_enabled:
+        return [
+            Hazard(
+                key_path(("observability", "teamViews")),
+                "the team views go: every team's dashboards and every member's login to them are deleted.",
+                data=False,
+            )
+        ]
+    if before.team_views_node_port != after.team_views_node_port:
+        return [
+            Hazard(
+                key_path(("observability", "teamViewsNodePort")),
+                f"the team views move from node port {before.team_views_node_port} to "
+                f"{after.team_views_node_port}: every team's and member's address of them (stack outputs teamViews, "
+                "memberTeamViews) changes.",
+                data=False,
+            )
+        ]
+    return []
+
+
 def hazards(base: StackConfig, head: StackConfig) -> Sequence[Hazard]:
     """What going from `base` to `head` takes from teams: data first, then access."""
     same_cluster = base.host.identity == head.host.identity
     found = _identity(base, head) + _removed_tenants(base, head) + _per_team(base, head, same_cluster)
+    found += _team_views(base, head) if same_cluster else []
     return sorted(found, key=lambda hazard: not hazard.data)

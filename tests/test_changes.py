@@ -143,6 +143,18 @@ CASES: list[tuple[str, Callable[[Settings], None], Callable[[Settings], None], l
         + [("vcluster.expose", "its own hostname", False)] * 2,
     ),
     (
+        "team-views-off",
+        _nothing,
+        _set("observability", "teamViews", value=False),
+        [("observability.teamViews", "every member's login to them are deleted", False)],
+    ),
+    (
+        "team-views-port",
+        _nothing,
+        _set("observability", "teamViewsNodePort", value=30081),
+        [("observability.teamViewsNodePort", "from node port 30080 to 30081", False)],
+    ),
+    (
         "data-before-access",
         _members,
         _both(_set("tenants", 1, "members", value=[]), _drop_tenant("team-nlp", remove=True)),
