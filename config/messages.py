@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from config.issues import STACK_KEYS, Path, problems_from
-from config.types import PROMETHEUS_URL_PATTERN, unquoted_number
+from config.types import PROMETHEUS_URL_PATTERN, REFUSED_BY_CONSTRAINT, Refusal, unquoted_number
 
 UnionModels = Mapping[str, Mapping[str, type[BaseModel]]]
 """A key holding a tagged union -> each tag's model, e.g. host -> {brev: BrevHost, ...}."""
@@ -54,6 +54,33 @@ def _models_at(root: type[BaseModel], loc: Path, unions: UnionModels) -> list[ty
                 following += list(unions.get(part, {}).values()) or _models_in(info.annotation)
         models = following
     return models
+
+
+def _refusal_in(items: Sequence[Any]) -> Refusal | None:
+    """The Refusal in a field's metadata or anywhere in its annotation (through Annotated, Optional, lists)."""
+    for item in items:
+        if isinstance(item, Refusal):
+            return item
+        found = _refusal_in(typing.get_args(item))
+        if found is not None:
+            return found
+    return None
+
+
+def _refusal(root: type[BaseModel], loc: Path, unions: UnionModels) -> Refusal | None:
+    """What the field at `loc` (or the list at `loc` holds) says when its own constraint refuses a value."""
+    keys = list(loc)
+    while keys and isinstance(keys[-1], int):
+        keys.pop()
+    if not keys or not isinstance(keys[-1], str):
+        return None
+    for model in _models_at(root, tuple(keys[:-1]), unions):
+        info = _field(model, keys[-1])
+        if info is not None:
+            found = _refusal_in([*info.metadata, info.annotation])
+            if found is not None:
+                return found
+    return None
 
 
 def _aliases(model: type[BaseModel]) -> list[str]:
@@ -162,6 +189,10 @@ def explain(detail: Mapping[str, Any], root: type[BaseModel], loc: Path, unions:
         said = unquoted_number(detail.get("input"))
         if said is not None:
             return said
+    if detail["type"] in REFUSED_BY_CONSTRAINT:
+        refusal = _refusal(root, loc, unions)
+        if refusal is not None:
+            return refusal.message
     template = PATTERN_MEANINGS.get(str(context.get("pattern"))) or WANTS.get(str(detail["type"]))
     if template is None:
         return str(detail["msg"])

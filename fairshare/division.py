@@ -57,18 +57,11 @@ class _Share:
     usage: float = 0.0
     fair_share: float = 0.0
     requestable: float = field(init=False)
-    """The request capped by the limit, fixed for the division: once the queue has it, it is satisfied."""
+    """The request capped by the limit, fixed for the division: once the queue has it, it is satisfied. The rounds
+    below compare the two inline (`requestable > fair_share`: it still asks), once per queue and round."""
 
     def __post_init__(self) -> None:
         self.requestable = self.request if self.limit == UNLIMITED else min(self.request, self.limit)
-
-    @property
-    def remaining_request(self) -> float:
-        return max(0.0, self.requestable - self.fair_share)
-
-    @property
-    def satisfied(self) -> bool:
-        return self.requestable <= self.fair_share
 
 
 def _give_quotas(amount: float, siblings: Sequence[_Share]) -> float:
@@ -83,13 +76,12 @@ def _give_quotas(amount: float, siblings: Sequence[_Share]) -> float:
 
 def _share_weights(group: Sequence[_Share], k_value: float) -> dict[str, float]:
     """calcShareWeights @v0.16.8: each unsatisfied queue's weight this round, bent by its past use."""
-    total_weight = sum(s.weight for s in group if s.remaining_request > 0)
+    asking = [s for s in group if s.requestable > s.fair_share]
+    total_weight = sum([s.weight for s in asking])
     if not total_weight:
         return {}
     weights = {}
-    for share in group:
-        if share.satisfied:
-            continue
+    for share in asking:
         normalised = share.weight / total_weight
         weights[share.name] = max(0.0, normalised + k_value * (normalised - share.usage))
     return weights
@@ -108,9 +100,9 @@ def _divide_up_to_fair_share(amount: float, group: Sequence[_Share], k_value: fl
         for share in group:
             if amount == 0:
                 break
-            if share.satisfied or share.weight == 0:
+            requested = share.requestable - share.fair_share
+            if requested <= 0 or share.weight == 0:  # satisfied, or weightless
                 continue
-            requested = share.remaining_request
             # KAI's order: the weight normalised first, then the round scaled by it (pkg/scheduler/plugins/proportion/
             # resource_division/resource_division.go divideUpToFairShare @v0.16.8); the rounding decides ties.
             fair = round_amount * (weights[share.name] / weight_sum)
@@ -180,7 +172,8 @@ def fair_shares(
     """Every queue's fair share of `capacity`, given each leaf queue's demand (absent = 0) and, with time-based
     fairness, each queue's past use. `tree`: the queues' index, when the caller has one to share."""
     tree = tree or QueueTree(list(queues))
-    children, order, usage, asked = tree.children, tree.index, time_based.usage.get, demand.get
+    children, order, asked = tree.children, tree.index, demand.get
+    used = time_based.usage.get if time_based.usage else None  # usage-blind: nothing to look up 100,000 times
     shares: dict[str, _Share] = {}
     for queue in reversed(tree.parents_first):  # children first: a parent requests what its children do
         name = queue.name
@@ -195,7 +188,7 @@ def fair_shares(
             terms.limit,
             terms.over_quota_weight,
             request,
-            usage(name, 0.0),
+            used(name, 0.0) if used else 0.0,
         )
     k_value = time_based.k_value
     _divide_siblings(capacity, [shares[q.name] for q in queues if q.parent_queue is None], k_value)

@@ -57,7 +57,7 @@ HostAddress = Annotated[str, BeforeValidator(require_str), AfterValidator(_addre
 Microk8sChannel = Annotated[str, quoted_like("1.36/stable"), AfterValidator(_microk8s_channel)]
 UbuntuRelease = Annotated[str, quoted_like("24.04"), Field(pattern=r"^\d{2}\.\d{2}$")]
 UnixUser = Annotated[str, BeforeValidator(require_str), Field(min_length=1, pattern=r"^[a-z_][a-z0-9_-]*$")]
-BrevName = Annotated[str, BeforeValidator(require_str), dns_label(63, "Brev instance name")]
+BrevName = Annotated[str, dns_label(63, "Brev instance name")]
 ClusterIdentity = Annotated[
     str,
     BeforeValidator(require_str),

@@ -108,7 +108,7 @@ def structural_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
 
 def _cycle_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
     parent_of = {q.name: q.parent_queue for q in queues}
-    index = QueueTree(queues).index
+    tree = QueueTree(queues)  # its index is built only if a cycle is found
     reported: set[str] = set()
     rooted: set[str] = set()
     """Queues whose chain is known to end at a root: a walk that meets one stops there, so each queue is walked
@@ -127,11 +127,11 @@ def _cycle_issues(queues: Sequence[QueueConfig]) -> list[ConfigIssue]:
             continue
         cycle = chain[chain.index(current) :]
         reported.update(cycle)
-        first = min(cycle, key=index.__getitem__)
+        first = min(cycle, key=tree.index.__getitem__)
         loop = " -> ".join([*_rotate(cycle, first), first])
         issues.append(
             ConfigIssue(
-                (index[first], "parentQueue"),
+                (tree.index[first], "parentQueue"),
                 parent_of[first],
                 f"makes a cycle ({loop}): every chain of parentQueue must end at a root queue",
             )
