@@ -139,7 +139,7 @@ def test_the_plan_is_rendered_in_a_workflow_of_its_own_without_secrets_or_review
     assert "permissions" not in plan, "the workflow's read-only token"
     run = next(step["run"] for step in plan["steps"] if "fairshare" in step.get("run", ""))
     assert "for file in Pulumi.*.yaml" in run
-    assert 'venv/bin/python -m fairshare --stack "$stack" $usage $base --format markdown' in run
+    assert 'venv/bin/python -m fairshare --stack "$stack" $usage $base $price --format markdown' in run
     assert 'if [ -f "usage/$stack.json" ]; then usage="--usage usage/$stack.json"; fi' in run
     upload = next(step for step in plan["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["name"] == "fair-share-plan"
@@ -245,6 +245,9 @@ def test_a_pull_requests_comment_shows_what_the_change_moves_against_its_base(tm
     _git(tmp_path, "add", "Pulumi.dev.yaml", "Pulumi.new.yaml")
     _git(tmp_path, "commit", "-q", "-m", "head")
     _git(tmp_path, "remote", "add", "origin", str(tmp_path))
+    (tmp_path / "prices").mkdir()
+    (tmp_path / "prices" / "dev").write_text("2.5\n")
+    (tmp_path / "prices" / "new").write_text("lots\n")
     env = {**os.environ, "BASE_SHA": base_sha}
     for script in (_fetch_script(), _plan_script()):
         subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, check=True, timeout=600)
@@ -254,12 +257,25 @@ def test_a_pull_requests_comment_shows_what_the_change_moves_against_its_base(tm
         "> [!CAUTION]",
         "> - **`gpu-tenancy:tenants[1].members`**: tenant team-vision loses member bob",
         "#### What this change moves",
-        "| `team-recommender` | 0.33 -> 0.16 (-0.17) |",
+        "| team | guaranteed | all busy | alone | cost/month |",
+        "| `team-recommender` | 0.33 -> 0.16 (-0.17) | 0.33 -> 0.16 (-0.17) | 1.00 | 602.25 -> 292.00 (-310.25) |",
         "| `team-nlp` | 0.33 -> 0.50 (+0.17) |",
         "```mermaid",
         "#### The plan after this change",
     ]
     positions = [comment.index(part) for part in order]
     assert positions == sorted(positions), comment
-    assert "What this change moves" not in (tmp_path / "plan" / "new.md").read_text(), "a new stack has no base"
+    # A price that is no number: the planner's own refusal, since the stack itself is valid.
+    new = (tmp_path / "plan" / "new.md").read_text()
+    assert "`python -m fairshare` refused what it was given:" in new
+    assert "argument --price-per-gpu-hour: invalid float value: 'lots'" in new
     assert "This change deletes `Pulumi.gone.yaml`" in (tmp_path / "plan" / "gone.md").read_text()
+
+
+def test_a_new_stack_has_no_base_to_compare_with(tmp_path: Path) -> None:
+    _project(tmp_path)
+    (tmp_path / "base").mkdir()
+    subprocess.run(["bash", "-euo", "pipefail", "-c", _plan_script()], cwd=tmp_path, check=True, timeout=600)
+    comment = (tmp_path / "plan" / "dev.md").read_text()
+    assert "What this change moves" not in comment
+    assert "| `team-nlp` |" in comment
