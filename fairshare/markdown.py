@@ -55,21 +55,21 @@ def _team_label(queue: QueuePlan, usage: bool) -> str:
     return text
 
 
-def _chart(leaves: list[QueuePlan], usage: bool) -> list[str]:
-    """Horizontal bars, one line per team (`horizontal`, with frontmatter config: Mermaid 10.5 and later,
-    mermaid-js/mermaid packages/mermaid/src/docs/config/configuration.md), no title (the Markdown says what it
-    shows), the value axis ending at the largest "alone" value."""
-    height = CHART_FRAME + TEAM_PITCH * len(leaves)
-    alone = [q.alone or 0.0 for q in leaves]
-    busy = [q.saturated for q in leaves]
-    top = max([*alone, *busy, 0.0]) or 1.0
+def overlaid_bars(
+    names: Sequence[str], axis: str, behind: Sequence[float], over: Sequence[float], colours: tuple[str, str]
+) -> list[str]:
+    """A Mermaid block of horizontal bars, one line per name (`horizontal`, with frontmatter config: Mermaid 10.5
+    and later, mermaid-js/mermaid packages/mermaid/src/docs/config/configuration.md): each name's `behind` bar
+    with its `over` bar drawn over it, no title (the Markdown says what it shows), values in the names and not
+    on the bars, and the value axis ending at the largest value."""
+    top = max([*behind, *over, 0.0]) or 1.0
     return [
         "```mermaid",
         "---",
         "config:",
         "  xyChart:",
         "    width: 800",
-        f"    height: {height}",
+        f"    height: {CHART_FRAME + TEAM_PITCH * len(names)}",
         "    showTitle: false",
         "    showDataLabel: false",
         "    xAxis:",
@@ -80,15 +80,23 @@ def _chart(leaves: list[QueuePlan], usage: bool) -> list[str]:
         "      showTitle: false",
         "  themeVariables:",
         "    xyChart:",
-        f'      plotColorPalette: "{ALONE_COLOUR}, {BAR_COLOUR}"',
+        f'      plotColorPalette: "{colours[0]}, {colours[1]}"',
         "---",
         "xychart-beta horizontal",
-        f"    x-axis {label('leaf queue')} [{', '.join(label(_team_label(q, usage)) for q in leaves)}]",
-        f"    y-axis {label('GPUs')} 0 --> {math.ceil(top * 100) / 100:g}",
-        f"    bar [{', '.join(f'{v:.2f}' for v in alone)}]",
-        f"    bar [{', '.join(f'{v:.2f}' for v in busy)}]",
+        f"    x-axis {label('team')} [{', '.join(label(name) for name in names)}]",
+        f"    y-axis {label(axis)} 0 --> {math.ceil(top * 100) / 100:g}",
+        f"    bar [{', '.join(f'{v:.2f}' for v in behind)}]",
+        f"    bar [{', '.join(f'{v:.2f}' for v in over)}]",
         "```",
     ]
+
+
+def _chart(leaves: list[QueuePlan], usage: bool) -> list[str]:
+    """Each team alone (light, behind) and with every team busy (dark, over it)."""
+    alone = [q.alone or 0.0 for q in leaves]
+    busy = [q.saturated for q in leaves]
+    names = [_team_label(q, usage) for q in leaves]
+    return overlaid_bars(names, "GPUs", alone, busy, (ALONE_COLOUR, BAR_COLOUR))
 
 
 def render_markdown(plan: Plan, *, subject: str, price: float | None = None, review: Sequence[str] = ()) -> str:

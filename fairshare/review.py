@@ -8,13 +8,12 @@ in the plan's own chart (fairshare/markdown.py), so a loss shows as grey beyond 
 a gain as blue beyond the grey.
 """
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fairshare.compare import NOTHING, Comparison, Shares, TeamChange
-from fairshare.markdown import BAR_COLOUR, CHART_FRAME, LABEL_FONT, TEAM_PITCH, label
+from fairshare.markdown import BAR_COLOUR, overlaid_bars
 from fairshare.table import aligned
 
 BEFORE_COLOUR = "#afb8c1"
@@ -111,34 +110,8 @@ def render_text(review: Review, price: float | None) -> list[str]:
 def _chart(teams: Sequence[TeamChange]) -> list[str]:
     before = [(t.before or NOTHING).busy for t in teams]
     after = [(t.after or NOTHING).busy for t in teams]
-    top = max([*before, *after, 0.0]) or 1.0
-    labels = ", ".join(label(f"{t.name}  {b:.2f} -> {a:.2f}") for t, b, a in zip(teams, before, after, strict=True))
-    return [
-        "```mermaid",
-        "---",
-        "config:",
-        "  xyChart:",
-        "    width: 800",
-        f"    height: {CHART_FRAME + TEAM_PITCH * len(teams)}",
-        "    showTitle: false",
-        "    showDataLabel: false",
-        "    xAxis:",
-        f"      labelFontSize: {LABEL_FONT}",
-        "      showTitle: false",
-        "    yAxis:",
-        f"      labelFontSize: {LABEL_FONT}",
-        "      showTitle: false",
-        "  themeVariables:",
-        "    xyChart:",
-        f'      plotColorPalette: "{BEFORE_COLOUR}, {BAR_COLOUR}"',
-        "---",
-        "xychart-beta horizontal",
-        f"    x-axis {label('team')} [{labels}]",
-        f"    y-axis {label('GPUs, all busy')} 0 --> {math.ceil(top * 100) / 100:g}",
-        f"    bar [{', '.join(f'{v:.2f}' for v in before)}]",
-        f"    bar [{', '.join(f'{v:.2f}' for v in after)}]",
-        "```",
-    ]
+    names = [f"{t.name}  {b:.2f} -> {a:.2f}" for t, b, a in zip(teams, before, after, strict=True)]
+    return overlaid_bars(names, "GPUs, all busy", before, after, (BEFORE_COLOUR, BAR_COLOUR))
 
 
 def render_markdown(review: Review, price: float | None) -> list[str]:
