@@ -154,6 +154,7 @@ if settings.observability.enabled:
             teams={tenant.name: f"{TENANT_NAMESPACE_PREFIX}{tenant.name}" for tenant in settings.tenants},
             team_limits={tenant.name: settings.queue_limits[tenant.queue] for tenant in settings.tenants},
             team_members={tenant.name: tenant.members for tenant in settings.tenants if tenant.members},
+            team_member_tokens={t.name: tenants[t.name].member_tokens for t in settings.tenants if t.members},
             team_sign_in=team_sign_in,
             host_address=host.address,
             grafana_version=settings.versions.grafana,

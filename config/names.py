@@ -22,12 +22,14 @@ TENANT_LABEL = "gpu-tenancy/tenant"
 QUEUE_NAMESPACE_LABEL = "gpu-tenancy/queue"
 """Every tenant namespace carries its tenant and queue: admission policies, dashboards and cost read them."""
 PREEMPTIBILITY_NAMESPACE_LABEL = "gpu-tenancy/preemptibility"
+"""On the namespace of a tenant set nonPreemptible: its value is every pod's kai.scheduler/preemptibility."""
 QUEUE_VIEW_CONFIGMAP = "gpu-tenancy-queue"
 """The team's view of its KAI queue, in its host namespace; its vCluster shows it as QUEUE_VIEW_IN_TENANT."""
 QUEUE_VIEW_IN_TENANT = "gpu-tenancy/queue"
-MEMBERS_NAMESPACE = "gpu-tenancy-members"
-"""Inside a tenant's vCluster: one ServiceAccount per member, whose token is that member's credential."""
-"""On the namespace of a tenant set nonPreemptible: its value is every pod's kai.scheduler/preemptibility."""
+MEMBERS_NAMESPACE = "gpu-tenancy-users"
+"""Inside a tenant's vCluster: one ServiceAccount per member, whose token is that member's credential. Until
+members' accounts went into one Helm release per team it was `gpu-tenancy-members`, whose objects Pulumi
+registered one by one: a new name, so the first `up` after cannot delete what the release just made."""
 
 TENANT_NAME_USES: Mapping[str, int] = {
     # The vCluster chart names its StatefulSet and Services after the release and checks no length:

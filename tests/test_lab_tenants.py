@@ -23,18 +23,24 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 
-from components.vcluster_tenant.members import member_kubeconfig, member_user
+from components.vcluster_tenant.members import (
+    SERVICE_ACCOUNT_ANNOTATION,
+    member_kubeconfig,
+    member_token,
+    member_user,
+)
 from components.vcluster_tenant.oidc import sign_in_kubeconfig
 from config.names import QUEUE_VIEW_IN_TENANT
 from config.stack import parse_stack_config
 from config.upstream import GANG_KEY_LABELS
 from config.vcluster_tenant.oidc import OidcConfig
-from harness import ROOT, ProgramRun, dev_settings, run_main
-from harness.lab.apply import apply_stack, manifest
+from harness import ROOT, ProgramRun, Registration, dev_settings, run_main
+from harness.lab.apply import RELEASE, apply_stack, manifest
 from harness.lab.cluster import LabPaths, read_lab
 from harness.lab.kube import ApiError
 from harness.lab.operators import OPERATORS, Operator
 from harness.lab.tenants import tenants
+from harness.tools import helm_path
 from tests.kai_podgrouper import pod_group
 from tests.kai_webhook import KAI_SERVING_LABEL
 from tests.lab import Lab, lab_command, private_lab, serve_kai_webhook
@@ -771,19 +777,66 @@ def _with_members(members: list[str]) -> ProgramRun:
     return run_main(config)
 
 
+def _members_inside(run: ProgramRun, team: str) -> tuple[Registration, dict[str, Json]]:
+    """The team's release of its members' accounts, and its token Secrets by member."""
+    provider = f"::{team}-vcluster::"
+    inside = [r for r in run.registrations if r.provider and provider in r.provider]
+    (release,) = (r for r in inside if r.type == RELEASE)
+    tokens = {
+        obj["metadata"]["annotations"][SERVICE_ACCOUNT_ANNOTATION]: obj
+        for r in inside
+        if r.type != RELEASE and (obj := manifest(r)) is not None
+    }
+    assert len(tokens) == len(inside) - 1, "inside the vCluster: the release and a token Secret per member"
+    return release, tokens
+
+
 def _member_kubectl(lab: Lab, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [str(lab.kubectl()), f"--kubeconfig={kubeconfig}", "--request-timeout=20s", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
 
-def _apply_inside(lab: Lab, team: str, objects: list[Json]) -> None:
-    """Server-side, as pulumi-kubernetes applies: namespaces first, then accounts, then the rest."""
-    first = {"Namespace": 0, "ServiceAccount": 1}
-    for obj in sorted(objects, key=lambda o: first.get(o["kind"], 2)):
-        applied = kubectl(
-            lab, team, "apply", "--server-side", "--field-manager=pulumi-kubernetes", "-f", "-", stdin=json.dumps(obj)
-        )
-        assert applied.returncode == 0, applied.stderr
+def _install_inside(lab: Lab, team: str, release: Registration, folder: Path) -> None:
+    """The release as pulumi-kubernetes installs it (Helm's client-side apply, waiting), with the real Helm, the
+    chart from where the program names it, and the team's kubeconfig."""
+    helm = helm_path()
+    assert helm is not None, "no Helm: venv/bin/python -m harness.tools install-helm"
+    values = folder / "values.json"
+    values.write_text(json.dumps(release.inputs["values"]))
+    inputs = release.inputs
+    installed = subprocess.run(
+        [
+            str(helm),
+            "upgrade",
+            "--install",
+            inputs["name"],
+            str(ROOT / inputs["chart"]),
+            "--namespace",
+            inputs["namespace"],
+            "--kubeconfig",
+            str(lab.state / "tenants" / team / "kubeconfig"),
+            "--values",
+            str(values),
+            "--history-max",
+            str(int(inputs["maxHistory"])),
+            "--server-side=false",
+            "--wait=legacy",
+            "--timeout=60s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+
+
+def _apply_inside(lab: Lab, team: str, obj: Json) -> None:
+    """Server-side, as pulumi-kubernetes applies."""
+    applied = kubectl(
+        lab, team, "apply", "--server-side", "--field-manager=pulumi-kubernetes", "-f", "-", stdin=json.dumps(obj)
+    )
+    assert applied.returncode == 0, applied.stderr
 
 
 def _token_data(lab: Lab, team: str, secret: Json) -> Json | None:
@@ -799,31 +852,30 @@ def _username(lab: Lab, kubeconfig: Path) -> str:
 
 
 def test_each_member_acts_as_themselves_and_a_removed_members_credential_is_refused(lab: Lab, tmp_path: Path) -> None:
-    """Inside team-nlp's real vCluster: what the program registers for alice and bob, applied with the team's
-    kubeconfig as the engine applies it; each member's kubeconfig made from their token as the program makes it.
-    Then alice leaves the stack: the engine deletes what is no longer registered, and updates the rest."""
-    before = _inside(_with_members(["alice", "bob"]), "team-nlp")
-    after = _inside(_with_members(["bob"]), "team-nlp")
-    _apply_inside(lab, "team-nlp", list(before.values()))
+    """Inside team-nlp's real vCluster: the team's release of its members' accounts, installed by the real Helm
+    from the program's chart with the team's kubeconfig; each token Secret applied after it as the engine applies
+    it; each member's kubeconfig made from their token as the program makes it. Then alice leaves the stack: Helm
+    upgrades the release without her account, and the engine deletes her token Secret."""
+    release, tokens = _members_inside(_with_members(["alice", "bob"]), "team-nlp")
+    after, kept = _members_inside(_with_members(["bob"]), "team-nlp")
+    assert sorted(kept) == ["bob"]
+    _install_inside(lab, "team-nlp", release, tmp_path)
+    for token in tokens.values():
+        _apply_inside(lab, "team-nlp", token)
     team = (lab.state / "tenants" / "team-nlp" / "kubeconfig").read_text()
     configs = {}
     for member in ("alice", "bob"):
-        secret = before[f"team-nlp-member-{member}-token"]
-        data = eventually(functools.partial(_token_data, lab, "team-nlp", secret))
+        data = eventually(functools.partial(_token_data, lab, "team-nlp", tokens[member]))
         configs[member] = tmp_path / member
-        configs[member].write_text(member_kubeconfig(f"team-nlp-{member}", [team, data]))
+        configs[member].write_text(member_kubeconfig(f"team-nlp-{member}", [team, member_token(data)]))
         assert _username(lab, configs[member]) == member_user(member)
         assert _member_kubectl(lab, configs[member], "auth", "can-i", "*", "*").stdout.strip() == "yes"
 
-    assert sorted(set(before) - set(after)) == ["team-nlp-member-alice", "team-nlp-member-alice-token"]
-    # The engine deletes a resource before what it depends on: the token, then its ServiceAccount.
-    for name in sorted(set(before) - set(after), reverse=True):
-        meta = before[name]["metadata"]
-        removed = kubectl(
-            lab, "team-nlp", "delete", before[name]["kind"].lower(), meta["name"], "-n", meta["namespace"]
-        )
-        assert removed.returncode == 0, removed.stderr
-    _apply_inside(lab, "team-nlp", list(after.values()))
+    _install_inside(lab, "team-nlp", after, tmp_path)
+    meta = tokens["alice"]["metadata"]
+    # The token controller may have deleted it with its ServiceAccount already; the engine's delete is then done.
+    removed = kubectl(lab, "team-nlp", "delete", "secret", meta["name"], "-n", meta["namespace"], "--ignore-not-found")
+    assert removed.returncode == 0, removed.stderr
 
     # The API server keeps a token it accepted for 10 s (members.py): refused within that, not at once.
     def refused() -> bool:
@@ -868,7 +920,7 @@ def test_a_member_signs_in_through_the_identity_provider_as_themselves_and_only_
     config["tenants"][0]["groups"] = [NLP_GROUP]
     inside = _inside(run_main(config), "team-nlp")
     assert sorted(inside) == ["team-nlp-oidc-groups"]
-    _apply_inside(lab, "team-nlp", list(inside.values()))
+    _apply_inside(lab, "team-nlp", inside["team-nlp-oidc-groups"])
 
     def member(email: str, groups: list[str], **claims: Any) -> str:
         return provider.token(OIDC_CLIENT, sub=email, email=email, email_verified=True, groups=groups, **claims)

@@ -263,11 +263,12 @@ def test_the_preview_shows_the_fair_share_plan_and_exports_it(dev_run: ProgramRu
     }
 
 
-def test_a_team_costs_eight_registrations_and_each_member_three() -> None:
+def test_a_team_costs_eight_registrations_and_each_member_one() -> None:
     """Every registration is a step of each `up` and `preview`, a row of the state and a billed resource: a team
     brings its component, namespace, workloads' NetworkPolicy, release, kubeconfig gate Job and read, queue and
     team views password (docs/scaling.md), with observability, team views and gangs on; what carries nothing of a
-    team's own is shared."""
+    team's own is shared. A member brings their token alone: their account is in the team's one release of
+    accounts, and their team views password is derived from the token."""
 
     def registered(teams: int, members: int = 0) -> int:
         config = stack_with_teams(teams)
@@ -275,5 +276,6 @@ def test_a_team_costs_eight_registrations_and_each_member_three() -> None:
         return len(run_main(config, shared=False).registrations)
 
     assert registered(4) - registered(3) == 8
-    # The first member brings the team's members namespace, their binding and the provider inside.
-    assert registered(3, members=3) - registered(3, members=2) == 3
+    # The first member brings the provider inside the team's vCluster and the release of the members' accounts.
+    assert registered(3, members=1) - registered(3) == 3
+    assert registered(3, members=5) - registered(3, members=1) == 4

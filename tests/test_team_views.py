@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from components.observability.grafana_teams.reconcile import (
     ORG_HEADER,
@@ -34,6 +36,7 @@ from components.observability.grafana_teams.reconcile import (
     missing_series,
     reconcile,
 )
+from components.observability.member_passwords import member_password
 from components.observability.team_objects import ENFORCED_LABEL, NAME, PROXY, TENANT_HEADER
 from components.observability.team_rules import podgroup_state_metrics
 from config.upstream import GRAFANA_ORG_HEADER, POD_GROUP_ANNOTATION
@@ -47,6 +50,7 @@ from tests.stacks import releases
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 SECRET = "kubernetes:core/v1:Secret"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+RANDOM_PASSWORD = "random:index/randomPassword:RandomPassword"
 HOUR = 3600
 
 
@@ -583,6 +587,9 @@ def test_each_member_logs_in_as_themselves_to_their_teams_organisation_only(tmp_
         assert world.orgs_of(login["login"]) == {"team-nlp": "Viewer"}
     passwords = {m["password"] for m in members.value["team-nlp"].values()}
     assert len(passwords | {run.exports["teamViews"].value["team-nlp"]["password"]}) == 3
+    # From each member's token (the mocks' token controller gives `token-of-<member>`), registering nothing.
+    assert members.value["team-nlp"]["alice"]["password"] == member_password("token-of-alice", "team-nlp.alice")
+    assert not any(".alice" in r.name for r in run.of_type(RANDOM_PASSWORD))
 
 
 def test_removing_a_member_rolls_grafana_without_their_login_and_keeps_everyone_elses_password(tmp_path: Path) -> None:
@@ -598,10 +605,24 @@ def test_removing_a_member_rolls_grafana_without_their_login_and_keeps_everyone_
     world = _reconcile(after, tmp_path)
     assert world.user_by_login("team-nlp.alice") is None
     assert world.user_by_login("team-nlp.bob") is not None
-    passwords = {r.name for r in after.of_type("random:index/randomPassword:RandomPassword")}
-    assert passwords == {r.name for r in before.of_type("random:index/randomPassword:RandomPassword")} - {
-        "observability-team-views-team-nlp.alice-password"
-    }
+    old, new = (
+        {login["login"]: login["password"] for login in run.exports["memberTeamViews"].value["team-nlp"].values()}
+        for run in (before, after)
+    )
+    assert new == {"team-nlp.bob": old["team-nlp.bob"]}
+    assert {r.name for r in after.of_type(RANDOM_PASSWORD)} == {r.name for r in before.of_type(RANDOM_PASSWORD)}
+
+
+@given(tokens=st.lists(st.text(min_size=1, max_size=64), min_size=2, max_size=2, unique=True))
+def test_a_members_password_is_their_tokens_alone_and_gives_it_nothing_back(tokens: list[str]) -> None:
+    """Derived from the member's vCluster token (member_passwords.py): another token (the member removed and added
+    again, or their token replaced) gives another password, and so does another login under the same token."""
+    first, second = tokens
+    password = member_password(first, "team-nlp.alice")
+    assert len(password) == 32
+    assert password == member_password(first, "team-nlp.alice")
+    assert password != member_password(second, "team-nlp.alice")
+    assert password != member_password(first, "team-nlp.bob")
 
 
 def test_a_stack_without_members_keeps_its_grafana_state_as_it_was() -> None:

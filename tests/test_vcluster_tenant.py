@@ -6,8 +6,16 @@ from typing import Any
 import pytest
 import yaml
 
+from components.vcluster_tenant.members import (
+    ACCOUNTS_RELEASE,
+    BINDING,
+    OBJECTS_CHART,
+    OBJECTS_CHART_VERSION,
+    SERVICE_ACCOUNT_ANNOTATION,
+)
+from config.names import MEMBERS_NAMESPACE
 from config.types import NODE_PORT_RANGE
-from harness import ProgramRun, Registration, dev_settings, run_main, tenant_kubeconfig
+from harness import ROOT, ProgramRun, Registration, dev_settings, run_main, tenant_kubeconfig
 from tests.conftest import vcluster_schema_errors
 
 TEAMS = {"team-nlp": "team-nlp", "team-vision": "team-vision", "team-recommender": "team-recommender"}
@@ -15,6 +23,7 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 JOB = "kubernetes:batch/v1:Job"
 PROVIDER = "pulumi:providers:kubernetes"
+SECRET = "kubernetes:core/v1:Secret"
 ADMISSION = "kubernetes:admissionregistration.k8s.io/v1"
 
 
@@ -304,20 +313,35 @@ def _members_run(members: list[str]) -> ProgramRun:
 
 
 def test_each_member_gets_an_account_a_token_and_a_kubeconfig_of_their_own_inside_the_vcluster() -> None:
-    """Everything goes through the team's own API server; the kubeconfigs are secret and name the member."""
-    run = _members_run(["alice", "bob"])
+    """Everything goes through the team's own API server: the accounts in one release of the team's, each token
+    registered after it; the kubeconfigs are secret and name the member."""
+    run = _members_run(["bob", "alice"])
     inside = [r for r in run.registrations if r.provider and "::team-nlp-vcluster::" in r.provider]
     assert sorted((r.type.rsplit(":", 1)[1], r.name) for r in inside) == [
-        ("ClusterRoleBinding", "team-nlp-members-admin"),
-        ("Namespace", "team-nlp-members"),
+        ("Release", "team-nlp-members"),
         ("Secret", "team-nlp-member-alice-token"),
         ("Secret", "team-nlp-member-bob-token"),
-        ("ServiceAccount", "team-nlp-member-alice"),
-        ("ServiceAccount", "team-nlp-member-bob"),
     ]
-    binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "team-nlp-members-admin").inputs
+    release = run.one(RELEASE, "team-nlp-members")
+    assert (release.inputs["name"], release.inputs["namespace"]) == (ACCOUNTS_RELEASE, "kube-system")
+    assert release.inputs["chart"] == OBJECTS_CHART
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in release.inputs["values"]["objects"]}
+    assert set(objects) == {
+        ("Namespace", MEMBERS_NAMESPACE),
+        ("ServiceAccount", "alice"),
+        ("ServiceAccount", "bob"),
+        ("ClusterRoleBinding", BINDING),
+    }
+    binding = objects[("ClusterRoleBinding", BINDING)]
     assert binding["roleRef"]["name"] == "cluster-admin"
-    assert [s["name"] for s in binding["subjects"]] == ["alice", "bob"]
+    assert [(s["name"], s["namespace"]) for s in binding["subjects"]] == [
+        ("alice", MEMBERS_NAMESPACE),
+        ("bob", MEMBERS_NAMESPACE),
+    ]
+    for member in ("alice", "bob"):
+        token = run.one(SECRET, f"team-nlp-member-{member}-token")
+        assert release.urn in token.dependencies, "the token is asked for once its ServiceAccount exists"
+        assert token.inputs["metadata"]["annotations"][SERVICE_ACCOUNT_ANNOTATION] == member
     exported = run.exports["memberKubeconfigs"]
     assert exported.secret
     alice = yaml.safe_load(exported.value["team-nlp"]["alice"])
@@ -326,15 +350,25 @@ def test_each_member_gets_an_account_a_token_and_a_kubeconfig_of_their_own_insid
     assert set(exported.value) == {"team-nlp"}, "teams without members get none, and no provider of their own"
 
 
-def test_removing_a_member_removes_only_their_account_token_and_view_password() -> None:
-    before = {r.name for r in _members_run(["alice", "bob"]).registrations}
-    after = {r.name for r in _members_run(["bob"]).registrations}
-    assert before - after == {
-        "team-nlp-member-alice",
-        "team-nlp-member-alice-token",
-        "observability-team-views-team-nlp.alice-password",
-    }
+def test_the_objects_chart_is_the_version_the_program_installs() -> None:
+    """The release names the chart by its path from the project's root, where the engine starts providers, and
+    by version: a change to the chart that keeps its version would reach no team's release."""
+    chart = yaml.safe_load((ROOT / OBJECTS_CHART / "Chart.yaml").read_text())
+    assert chart["version"] == OBJECTS_CHART_VERSION
+
+
+def test_removing_a_member_removes_only_their_token_and_account() -> None:
+    """The token is the member's only registration; their account leaves the team's release, which Helm
+    upgrades in place."""
+    runs = {members: _members_run(list(members)) for members in (("alice", "bob"), ("bob",))}
+    before, after = ({r.name for r in run.registrations} for run in runs.values())
+    assert before - after == {"team-nlp-member-alice-token"}
     assert after <= before
+    accounts = {
+        members: {o["metadata"]["name"] for o in run.one(RELEASE, "team-nlp-members").inputs["values"]["objects"]}
+        for members, run in runs.items()
+    }
+    assert accounts[("alice", "bob")] - accounts[("bob",)] == {"alice"}
 
 
 def test_every_kubernetes_provider_updates_config_maps_and_secrets_in_place() -> None:

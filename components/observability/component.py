@@ -90,6 +90,8 @@ class ObservabilityArgs:
     """Team -> its queue's GPU limit (-1: none)."""
     team_members: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Team -> its members, each given a login of their own to the team's view."""
+    team_member_tokens: Mapping[str, pulumi.Input[Mapping[str, str]]] = field(default_factory=dict)
+    """Team -> member -> their vCluster token (secret), which their view's password is derived from."""
     team_sign_in: TeamViewsSignIn | None = None
     """Members sign in to the team views through the identity provider (observability.teamViewsSignIn)."""
     host_address: pulumi.Input[str] = ""
@@ -175,6 +177,7 @@ class Observability(pulumi.ComponentResource):
                 teams=self._args.teams,
                 limits=self._args.team_limits,
                 members=self._args.team_members,
+                member_tokens=self._args.team_member_tokens,
                 sign_in=self._args.team_sign_in,
                 price_per_gpu_hour=settings.price_per_gpu_hour,
                 host_address=self._args.host_address,

@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 import pulumi_tls as tls
 
+from components.observability.member_passwords import member_password
 from components.observability.team_objects import (
     GRAFANA_PORT,
     NAME,
@@ -65,6 +66,9 @@ class TeamViewsArgs:
     """Labels the stack's Prometheus selects rules by (those it selects ServiceMonitors by)."""
     members: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """Team -> its members: each gets a Viewer login of their own, `<team>.<member>`, in the team's organisation."""
+    member_tokens: Mapping[str, pulumi.Input[Mapping[str, str]]] = field(default_factory=dict)
+    """Team -> member -> their vCluster token (secret): each member's password is derived from it
+    (member_passwords.py), so a member registers nothing here."""
     sign_in: TeamViewsSignIn | None = None
     """Members sign in through the identity provider too (team_sign_in.py), a Viewer of their groups' teams."""
     rules_after: Sequence[pulumi.Resource] = ()
@@ -84,6 +88,10 @@ def subject_alt_names(host_address: str) -> tuple[list[str], list[str]]:
         return ["localhost", host_address], []
 
 
+def _password_of(member: str, login: str, tokens: Mapping[str, str]) -> str:
+    return member_password(tokens[member], login)
+
+
 class TeamViews(pulumi.ComponentResource):
     url: pulumi.Output[str]
     """Where team members log in (https, the Grafana's node port on the host's address)."""
@@ -100,18 +108,18 @@ class TeamViews(pulumi.ComponentResource):
         namespace = args.namespace
         certificate = self._certificate(name, args, child)
         admin = random.RandomPassword(f"{name}-admin-password", length=32, special=False, opts=child)
-        logins = {team: team for team in sorted(args.teams)}
-        logins.update(
-            {
-                member_login(team, member): team
-                for team in sorted(args.teams)
-                for member in sorted(args.members.get(team, ()))
-            }
-        )
-        passwords = {
-            login: random.RandomPassword(f"{name}-{login}-password", length=24, special=False, opts=child)
-            for login in logins
+        passwords: dict[str, pulumi.Output[str]] = {
+            team: random.RandomPassword(f"{name}-{team}-password", length=24, special=False, opts=child).result
+            for team in sorted(args.teams)
         }
+        for team in sorted(args.teams):
+            members = sorted(args.members.get(team, ()))
+            if not members:
+                continue
+            tokens = pulumi.Output.from_input(args.member_tokens[team])
+            for member in members:
+                login = member_login(team, member)
+                passwords[login] = tokens.apply(functools.partial(_password_of, member, login))
         proxy_url = f"http://{PROXY}:{PROXY_PORT}"
         state = json.dumps(
             desired_state(args.teams, args.limits, args.price_per_gpu_hour, proxy_url, args.members),
@@ -129,7 +137,7 @@ class TeamViews(pulumi.ComponentResource):
         config_data["grafana.ini"] = ini
         meta = {"name": NAME, "namespace": namespace, "labels": MANAGED_BY}
         config_map = k8s.core.v1.ConfigMap(f"{name}-config", metadata=meta, data=config_data, opts=child)
-        secrets = pulumi.Output.all(admin.result, *(p.result for p in passwords.values())).apply(
+        secrets = pulumi.Output.all(admin.result, *passwords.values()).apply(
             lambda values: secret_state(values[0], dict(zip(passwords, values[1:], strict=True)), args.teams)
         )
         # The passwords are Pulumi secrets already, so the JSON holding them is one too.
@@ -150,7 +158,7 @@ class TeamViews(pulumi.ComponentResource):
         )
         self._grafana(name, args, [config_map, secret], fingerprint, child)
         self.url = pulumi.Output.concat("https://", args.host_address, f":{args.node_port}")
-        every = pulumi.Output.all(self.url, *(p.result for p in passwords.values())).apply(
+        every = pulumi.Output.all(self.url, *passwords.values()).apply(
             lambda values: {
                 login: {"url": values[0], "login": login, "password": password}
                 for login, password in zip(passwords, values[1:], strict=True)

@@ -9,6 +9,8 @@ MANAGED_BY = {
     "app.kubernetes.io/managed-by": "pulumi",
     "app.kubernetes.io/part-of": "gpu-tenancy",
 }
+PART_OF = {"app.kubernetes.io/part-of": MANAGED_BY["app.kubernetes.io/part-of"]}
+"""What marks an object of the platform's that Helm, not Pulumi, manages."""
 
 
 class _KubernetesObject(Protocol):

@@ -18,19 +18,22 @@ from components.shared.gate import GATE_TYPE, GateArgs, gate_job
 from components.shared.gate_pod import GateStep
 from components.shared.helm import ReleaseSpec, helm_release
 from components.shared.kubeconfigs import with_server
-from components.shared.labels import MANAGED_BY, object_name
+from components.shared.labels import MANAGED_BY, PART_OF, object_name
 from components.shared.ownership import owned
 from components.shared.providers import MUTABLE_OBJECTS
 from components.vcluster_tenant.endpoints import Endpoint, sni_route_spec, tenant_endpoint
 from components.vcluster_tenant.kai_rules import namespace_annotations
 from components.vcluster_tenant.members import (
+    ACCOUNTS_RELEASE,
+    ACCOUNTS_RELEASE_NAMESPACE,
+    OBJECTS_CHART,
+    OBJECTS_CHART_VERSION,
     TOKEN_SECRET_TYPE,
-    admin_binding,
+    accounts,
     member_kubeconfig,
-    service_account,
+    member_token,
     token_secret,
 )
-from components.vcluster_tenant.members import namespace as members_namespace
 from components.vcluster_tenant.network import (
     WORKLOADS_POLICY,
     blocked_ranges,
@@ -56,8 +59,6 @@ from config.vcluster_tenant.tenants import AddonConfig, TenantConfig, VClusterCo
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 # The namespace label Pod Security admission enforces: kubernetes/pod-security-admission api/constants.go
 # (EnforceLevelLabel). Without a version label it enforces the cluster's own version of the level.
-PART_OF = {"app.kubernetes.io/part-of": MANAGED_BY["app.kubernetes.io/part-of"]}
-"""What marks an object of the platform's that Helm, not Pulumi, manages."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,8 @@ class VClusterTenant(pulumi.ComponentResource):
     """Provider that talks to the tenant's own API server; only a tenant with add-ons, members or groups has one."""
     member_kubeconfigs: pulumi.Output[dict[str, str]]
     """Member -> a kubeconfig of that member's own (members.py), secret; empty without members."""
+    member_tokens: pulumi.Output[dict[str, str]]
+    """Member -> their token (secret): what each member's other credentials are derived from (the team views')."""
     sign_in_kubeconfig: pulumi.Output[str] | None
     """With vcluster.oidc: the kubeconfig every member signs in through the identity provider with (oidc.py)."""
 
@@ -225,13 +228,17 @@ class VClusterTenant(pulumi.ComponentResource):
         )
         self.provider = None
         self.member_kubeconfigs = pulumi.Output.secret({})
+        self.member_tokens = pulumi.Output.secret({})
         self.sign_in_kubeconfig = None
         if tenant.addons or tenant.members or tenant.groups:
             self.provider = self._inside(name, args, gate)
             for addon in tenant.addons:
                 self._addon(name, addon, self.provider, secret=args.secret_values)
             if tenant.members:
-                self.member_kubeconfigs = self._members(name, tenant.members, self.provider)
+                self.member_tokens = self._members(name, tenant.members, self.provider)
+                self.member_kubeconfigs = pulumi.Output.secret(
+                    pulumi.Output.all(self.kubeconfig, self.member_tokens).apply(self._member_kubeconfigs)
+                )
         if oidc is not None:
             if tenant.groups:
                 inside = pulumi.ResourceOptions(parent=self, provider=self.provider)
@@ -246,31 +253,41 @@ class VClusterTenant(pulumi.ComponentResource):
                 "endpoint": self.endpoint,
                 "namespace": self.namespace,
                 "member_kubeconfigs": self.member_kubeconfigs,
+                "member_tokens": self.member_tokens,
                 "sign_in_kubeconfig": self.sign_in_kubeconfig,
             }
         )
 
     def _members(self, name: str, members: list[str], provider: k8s.Provider) -> pulumi.Output[dict[str, str]]:
-        """Each member's ServiceAccount and token inside the vCluster (members.py); member -> their kubeconfig."""
+        """The members' accounts inside the vCluster, one release for the team, and a registered token Secret each
+        (members.py); member -> their token, secret."""
         inside = pulumi.ResourceOptions(parent=self, provider=provider)
-        space = k8s.core.v1.Namespace(f"{name}-members", metadata=members_namespace(), opts=inside)
-        after = inside.merge(pulumi.ResourceOptions(depends_on=[space]))
-        k8s.rbac.v1.ClusterRoleBinding(f"{name}-members-admin", **admin_binding(members), opts=inside)
-        kubeconfigs = {}
-        for member in members:
-            account = k8s.core.v1.ServiceAccount(
-                f"{name}-member-{member}", metadata=service_account(member), opts=after
-            )
-            token = k8s.core.v1.Secret(
-                f"{name}-member-{member}-token",
-                metadata=token_secret(member),
-                type=TOKEN_SECRET_TYPE,
-                opts=inside.merge(pulumi.ResourceOptions(depends_on=[account])),
-            )
-            kubeconfigs[member] = pulumi.Output.all(self.kubeconfig, token.data).apply(
-                functools.partial(member_kubeconfig, f"{self._tenant}-{member}")
-            )
-        return pulumi.Output.secret(pulumi.Output.all(**kubeconfigs))
+        release = helm_release(
+            f"{name}-members",
+            ReleaseSpec(
+                name=ACCOUNTS_RELEASE,
+                chart=OBJECTS_CHART,
+                version=OBJECTS_CHART_VERSION,
+                values={"objects": accounts(members)},
+            ),
+            namespace=ACCOUNTS_RELEASE_NAMESPACE,
+            opts=inside,
+        )
+        after = inside.merge(pulumi.ResourceOptions(depends_on=[release]))
+        tokens = {
+            member: k8s.core.v1.Secret(
+                f"{name}-member-{member}-token", metadata=token_secret(member), type=TOKEN_SECRET_TYPE, opts=after
+            ).data.apply(member_token)
+            for member in members
+        }
+        return pulumi.Output.secret(pulumi.Output.all(**tokens))
+
+    def _member_kubeconfigs(self, parts: Sequence[Any]) -> dict[str, str]:
+        team_kubeconfig, tokens = parts
+        return {
+            member: member_kubeconfig(f"{self._tenant}-{member}", [team_kubeconfig, token])
+            for member, token in tokens.items()
+        }
 
     def _network_policies(
         self, name: str, args: VClusterTenantArgs, opts: pulumi.ResourceOptions
