@@ -4,10 +4,13 @@ For 3, 30, 100, 300 and 1,000 teams (each with its own leaf queue under one pare
 prints one Markdown table row per size: resources registered, resources each team
 adds, evaluation time, milliseconds per resource, the longest dependency chain, and
 the chain that ends at the first team's kubeconfig gate (how long a team waits, in
-steps). The last rows register bare ConfigMaps under the same mocks: what the Pulumi SDK
+steps). A row for the smallest size with MEMBERS members in each team follows, and the
+registrations a member adds. The last rows register bare ConfigMaps under the same mocks: what the Pulumi SDK
 and the harness cost per resource on this machine, whatever the program does, with
-Python's default collector thresholds and with those `__main__.py` sets; then the
-largest size's cost per resource over each.
+Python's default collector thresholds and with those `__main__.py` sets. The last row
+registers the largest size's resources again, bare, with their recorded inputs
+(replay.py): what the SDK costs for exactly those resources, so the program's own share is
+the difference. Then the largest size's cost per resource over each.
 
 Figures only: nothing here passes or fails. Run it from the repository root:
 
@@ -23,17 +26,24 @@ import time
 import pulumi
 import pulumi_kubernetes as k8s
 
-from harness import ProgramRun, run_main, run_pulumi, stack_with_teams
+from benchmarks.replay import replay
+from harness import ProgramRun, Registration, run_main, run_pulumi, stack_with_teams
 
 SIZES = (3, 30, 100, 300, 1000)
+MEMBERS = 5
+"""Members of each team in the row that shows what members cost."""
 KUBECONFIG_GATE = "kubernetes:batch/v1:Job"
 DEFAULT_THRESHOLDS = gc.get_threshold()
 """Python's own, read before `__main__.py` sets the program's."""
 
 
-def measure(teams: int) -> tuple[ProgramRun, float]:
+def measure(teams: int, members: int = 0) -> tuple[ProgramRun, float]:
+    """The reference stack with `teams` teams, each with `members` members."""
+    config = stack_with_teams(teams)
+    for tenant in config["tenants"]:
+        tenant["members"] = [f"member-{index}" for index in range(members)]
     started = time.perf_counter()
-    run = run_main(stack_with_teams(teams), shared=False)
+    run = run_main(config, shared=False)
     return run, time.perf_counter() - started
 
 
@@ -58,6 +68,33 @@ def sdk_floor(count: int = 2000, thresholds: tuple[int, int, int] | None = None)
         gc.set_threshold(*before)
 
 
+def replayed(registrations: list[Registration]) -> tuple[int, float]:
+    """Resources registered, and milliseconds per resource, for these registrations replayed bare (replay.py)."""
+    started = time.perf_counter()
+    run = run_pulumi(replay(registrations))
+    return len(run.registrations), 1000 * (time.perf_counter() - started) / len(run.registrations)
+
+
+def row(label: str, run: ProgramRun, seconds: float, per_team: float) -> str:
+    # The kubeconfig is read once this gate has seen the control plane write it.
+    first = run.one(KUBECONFIG_GATE, "team-0000-ready")
+    resources = len(run.registrations)
+    return (
+        f"| {label} | {resources:,} | {per_team:.1f} | {seconds:.1f} | {1000 * seconds / resources:.2f} "
+        f"| {len(run.longest_chain())} | {len(run.longest_chain(first))} |"
+    )
+
+
+def member_costs(teams: int) -> tuple[ProgramRun, float, float, float]:
+    """The stack with `teams` teams of MEMBERS members each, its time, and from runs with none and one member
+    each: the registrations a member adds, and those a team adds for having members at all."""
+    plain = len(measure(teams)[0].registrations)
+    one = len(measure(teams, 1)[0].registrations)
+    run, seconds = measure(teams, MEMBERS)
+    per_member = (len(run.registrations) - one) / (teams * (MEMBERS - 1))
+    return run, seconds, per_member, (one - plain) / teams - per_member
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--teams", type=int, nargs="+", default=list(SIZES))
@@ -73,23 +110,29 @@ def main() -> None:
     last = 0.0
     for teams in sizes:
         run, seconds = measure(teams)
-        resources = len(run.registrations)
-        per_team = (resources - len(baseline.registrations)) / teams
-        last = 1000 * seconds / resources
-        # The kubeconfig is read once this gate has seen the control plane write it.
-        first = run.one(KUBECONFIG_GATE, "team-0000-ready")
-        print(
-            f"| {teams:,} | {resources:,} | {per_team:.1f} | {seconds:.1f} | {last:.2f} "
-            f"| {len(run.longest_chain())} | {len(run.longest_chain(first))} |",
-            flush=True,
-        )
+        last = 1000 * seconds / len(run.registrations)
+        per_team = (len(run.registrations) - len(baseline.registrations)) / teams
+        print(row(f"{teams:,}", run, seconds, per_team), flush=True)
+    # Right after the largest size, on the heap it leaves and with the program's collector, as it ran.
+    again = replayed(run.registrations)
+    del run
+    few = sizes[0]
+    with_members, seconds, per_member, per_team_with_members = member_costs(few)
+    per_team = (len(with_members.registrations) - len(baseline.registrations)) / few
+    print(row(f"{few:,}, {MEMBERS} members each", with_members, seconds, per_team))
     for label, (resources, per_resource) in floors.items():
         print(f"| bare ConfigMaps, {label} | {resources:,} | | | {per_resource:.2f} | 1 | |")
+    print(f"| the {sizes[-1]:,} teams' resources replayed bare | {again[0]:,} | | | {again[1]:.2f} | 1 | |")
     print()
     ratios = ", ".join(
         f"{last / per_resource:.2f}x the floor with the {label}" for label, (_, per_resource) in floors.items()
     )
     print(f"At {sizes[-1]:,} teams, the program's cost per resource is {ratios}.")
+    print(f"Its resources replayed bare cost {again[1]:.2f} ms each: the program adds {last / again[1]:.2f}x to them.")
+    print(
+        f"Each member adds {per_member:.1f} registrations; a team with members adds {per_team_with_members:.1f} more "
+        "(the provider inside its vCluster and the release of its members' accounts)."
+    )
 
 
 if __name__ == "__main__":

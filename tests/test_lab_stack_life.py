@@ -9,7 +9,9 @@ Each stage runs once, in order, as an operator would run it, and the tests read 
 - a second `up` that plans no change;
 - a change of each setting, previewed: the exact steps the engine plans are the suite's model's
   (tests/engine_rules.py), and nothing that holds a team's data is replaced or deleted;
-- a team added, then removed, refused until `vcluster.removeTenants` names it;
+- a team added, then removed, refused until `vcluster.removeTenants` names it; a member added to another team
+  with it (their accounts' release from the program's own chart, their token, their kubeconfig from the outputs),
+  and refused once an `up` of its own has dropped them;
 - `refresh` after a change by hand, and the preview that puts it back;
 - `stack export`, with no credential in plain text, and `destroy`, leaving none of the stack in the lab.
 """
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.vcluster_tenant.members import member_user
 from harness import ROOT, ProgramRun, run_pulumi
 from harness.lab.engine_stack import lab_program
 from tests.engine_rules import Step, plan
@@ -38,6 +41,8 @@ TEAMS = ("team-nlp", "team-vision", "team-recommender")
 TENANT_NAMESPACES = tuple(f"vcluster-{team}" for team in TEAMS)
 ADDED = "team-speech"
 BAD_NODE = "lab-gpu-without-gpus"
+MEMBER = "alice"
+"""Added to team-nlp with team-speech, kept while team-speech is removed, then dropped by an `up` of its own."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,10 @@ def _with_a_team(config: Json) -> None:
     config["gpu-tenancy:tenants"].append({"name": ADDED, "queue": ADDED})
 
 
+def _with_a_member(config: Json) -> None:
+    config["gpu-tenancy:tenants"][0]["members"] = [MEMBER]
+
+
 def _named_for_removal(config: Json) -> None:
     config.setdefault("gpu-tenancy:vcluster", {})["removeTenants"] = [ADDED]
 
@@ -154,6 +163,26 @@ def _pulumi(lab: Lab, stack_file: Path, *args: str) -> Stage:
     return Stage(done.returncode, done.stdout, done.stderr, settings)
 
 
+def _who(lab: Lab, kubeconfig: Path, *, until_refused: bool = False) -> Stage:
+    """`kubectl auth whoami` with a member's kubeconfig; `until_refused`: again for up to 30 s until it is refused
+    (the API server remembers a token it accepted for 10 s: components/vcluster_tenant/members.py)."""
+    command = [
+        str(lab.kubectl()),
+        f"--kubeconfig={kubeconfig}",
+        "--request-timeout=20s",
+        "auth",
+        "whoami",
+        "-o",
+        "json",
+    ]
+    deadline = time.monotonic() + 30
+    while True:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        if not until_refused or done.returncode != 0 or time.monotonic() > deadline:
+            return Stage(done.returncode, done.stdout, done.stderr, {})
+        time.sleep(2)
+
+
 def _namespaces(lab: Lab) -> list[str]:
     return sorted(n["metadata"]["name"] for n in lab.admin.list("v1", "Namespace"))
 
@@ -186,11 +215,22 @@ def life() -> Iterator[Life]:
         stages["preview-again"] = _pulumi(lab, reference, "preview", "--json", "--expect-no-changes")
         for name, edit in CHANGES.items():
             stages[f"change/{name}"] = _pulumi(lab, _stack_file(lab, name, edit), "preview", "--json")
-        added = _stack_file(lab, "added", _with_a_team)
+        added = _stack_file(lab, "added", _with_a_team, _with_a_member)
         stages["team-added"] = _pulumi(lab, added, "up", "--yes", "--json", "--skip-preview")
+        stages["member-kubeconfigs"] = _pulumi(
+            lab, added, "stack", "output", "memberKubeconfigs", "--show-secrets", "--json"
+        )
+        member = lab.state / "member.kubeconfig"
+        if stages["member-kubeconfigs"].code == 0:
+            member.write_text(stages["member-kubeconfigs"].json()[TEAMS[0]][MEMBER])
+            stages["member-signed-in"] = _who(lab, member)
         stages["team-dropped"] = _pulumi(lab, reference, "preview", "--json")
-        named = _stack_file(lab, "removed", _named_for_removal)
-        stages["team-removed"] = _pulumi(lab, named, "up", "--yes", "--json", "--skip-preview")
+        removed = _stack_file(lab, "removed", _named_for_removal, _with_a_member)
+        stages["team-removed"] = _pulumi(lab, removed, "up", "--yes", "--json", "--skip-preview")
+        named = _stack_file(lab, "member-removed", _named_for_removal)
+        stages["member-dropped"] = _pulumi(lab, named, "up", "--yes", "--json", "--skip-preview")
+        if member.is_file():
+            stages["member-refused"] = _who(lab, member, until_refused=True)
         queue = lab.admin.get("scheduling.run.ai/v2", "Queue", "team-vision")
         lab.admin.patch(queue, {"spec": {"resources": {"gpu": {"limit": 2}}}})
         stages["refresh"] = _pulumi(lab, named, "refresh", "--yes", "--json", "--skip-preview")
@@ -231,8 +271,10 @@ def _done(stage: Stage) -> dict[str, str]:
     done = {}
     for event in stage.events():
         metadata = (event.get("resourcePreEvent") or {}).get("metadata") or {}
-        if metadata.get("op") in PREVIEW_OPS and "pulumi:pulumi" not in metadata["urn"]:
-            done[metadata["urn"]] = PREVIEW_OPS[metadata["op"]]
+        # Providers aside, as the model plans the program's resources only (a provider comes and goes with them).
+        urn = metadata.get("urn", "")
+        if metadata.get("op") in PREVIEW_OPS and "pulumi:pulumi" not in urn and "pulumi:providers:" not in urn:
+            done[urn] = PREVIEW_OPS[metadata["op"]]
     return done
 
 
@@ -324,6 +366,27 @@ def test_a_team_added_is_created_and_the_rest_updated_as_the_model_plans(life: L
     created = {urn for urn, op in done.items() if op == "create"}
     assert any(urn.endswith(f"::{ADDED}-vcluster") for urn in created)
     assert not [urn for urn, op in done.items() if op in ("replace", "delete")], done
+
+
+def test_a_member_added_acts_as_themselves_inside_their_teams_vcluster_until_removed(life: Life) -> None:
+    """The real engine and provider: the team's release of members' accounts from the program's own chart (by its
+    path from the project's root), the token the vCluster's token controller fills, awaited, and the member's
+    kubeconfig in the stack's outputs; the `up` that drops the member takes the token away."""
+    done = _done(_ran(life, "team-added"))
+    created = {urn.rsplit("::", 1)[1] for urn, op in done.items() if op == "create"}
+    assert {f"{TEAMS[0]}-members", f"{TEAMS[0]}-member-{MEMBER}-token"} <= created
+    signed_in = _ran(life, "member-signed-in").json()["status"]["userInfo"]
+    assert signed_in["username"] == member_user(MEMBER)
+    dropped = _ran(life, "member-dropped")
+    done = _done(dropped)
+    assert done == _modelled(life, life.stages["team-removed"], dropped)
+    assert {urn.rsplit("::", 1)[1]: op for urn, op in done.items() if op == "delete"} == {
+        f"{TEAMS[0]}-members": "delete",
+        f"{TEAMS[0]}-member-{MEMBER}-token": "delete",
+    }
+    refused = life.stages["member-refused"]
+    assert refused.code != 0, f"{MEMBER}'s token still works after the `up` that removed them: {refused.stdout}"
+    assert "Unauthorized" in refused.stderr or "must be logged in" in refused.stderr, refused.stderr
 
 
 def test_a_team_dropped_from_the_stack_is_refused_until_remove_tenants_names_it(life: Life) -> None:

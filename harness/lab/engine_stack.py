@@ -31,6 +31,7 @@ import yaml
 from pulumi.automation._server import LanguageServer
 from pulumi.runtime.proto import language_pb2_grpc
 
+from components.vcluster_tenant.members import OBJECTS_CHART
 from config.issues import PROJECT, ConfigError
 from config.sources import load_settings, read_stack_document
 from harness.check import stack_file_of
@@ -40,7 +41,7 @@ from harness.lab.build import PULUMI_KUBERNETES_RELEASE
 from harness.lab.cluster import LabPaths, admin_client, read_lab
 from harness.lab.engine import Engine
 from harness.lab.pki import Pki
-from harness.program import main_program
+from harness.program import ROOT, main_program
 
 Json = dict[str, Any]
 PROVIDER_VERSION = PULUMI_KUBERNETES_RELEASE.removeprefix("v")
@@ -50,6 +51,9 @@ ENGINE_CHANGES = (
     "vcluster.repo and kaiScheduler.chart: the lab's chart repository on loopback (the pinned charts)",
 )
 """What the copy changes beyond `apply`'s rewrite, because the lab's engine lacks a part: printed on every run."""
+LOCAL_CHARTS = (OBJECTS_CHART,)
+"""Charts the program names by their path from the project's root, where the engine starts every provider: the
+copy's folder is the project's root here, so each is linked into it at the same path."""
 PROGRAM_COMMANDS = frozenset({"preview", "up", "update", "refresh", "destroy"})
 """The CLI's commands that run the program, and so take `--client` (each Automation API call passes it)."""
 
@@ -126,6 +130,11 @@ def prepare(engine: Engine, state: Path, argument: str) -> tuple[LabStack, Json]
     (folder / "Pulumi.yaml").write_text(
         yaml.safe_dump({"name": PROJECT, "runtime": "python", "description": "the lab copy of a gpu-tenancy stack"})
     )
+    for chart in LOCAL_CHARTS:
+        link = folder / chart
+        if not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(ROOT / chart)
     if not copy.stack_file.is_file():
         _cli(engine, copy, "stack", "init", name, "--secrets-provider", "passphrase")
     _cli(engine, copy, "stack", "select", name)
