@@ -867,7 +867,7 @@ def test_each_member_acts_as_themselves_and_a_removed_members_credential_is_refu
     for member in ("alice", "bob"):
         data = eventually(functools.partial(_token_data, lab, "team-nlp", tokens[member]))
         configs[member] = tmp_path / member
-        configs[member].write_text(member_kubeconfig(f"team-nlp-{member}", [team, member_token(data)]))
+        configs[member].write_text(member_kubeconfig(f"team-nlp-{member}", team, member_token(data)))
         assert _username(lab, configs[member]) == member_user(member)
         assert _member_kubectl(lab, configs[member], "auth", "can-i", "*", "*").stdout.strip() == "yes"
 

@@ -1,10 +1,14 @@
 """VClusterTenant under mocks: a vCluster per team, fenced into its queue, with a kubeconfig that works."""
 
 import copy
+import json
+import subprocess
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from components.vcluster_tenant.members import (
     ACCOUNTS_RELEASE,
@@ -12,10 +16,12 @@ from components.vcluster_tenant.members import (
     OBJECTS_CHART,
     OBJECTS_CHART_VERSION,
     SERVICE_ACCOUNT_ANNOTATION,
+    accounts,
 )
 from config.names import MEMBERS_NAMESPACE
 from config.types import NODE_PORT_RANGE
 from harness import ROOT, ProgramRun, Registration, dev_settings, run_main, tenant_kubeconfig
+from tests.charts import helm
 from tests.conftest import vcluster_schema_errors
 
 TEAMS = {"team-nlp": "team-nlp", "team-vision": "team-vision", "team-recommender": "team-recommender"}
@@ -355,6 +361,21 @@ def test_the_objects_chart_is_the_version_the_program_installs() -> None:
     by version: a change to the chart that keeps its version would reach no team's release."""
     chart = yaml.safe_load((ROOT / OBJECTS_CHART / "Chart.yaml").read_text())
     assert chart["version"] == OBJECTS_CHART_VERSION
+
+
+@given(members=st.lists(st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True), min_size=1, max_size=4))
+@settings(max_examples=5, deadline=None)
+def test_the_real_helm_renders_the_members_accounts_as_the_program_builds_them(members: list[str]) -> None:
+    """`helm template` of the program's chart (the real Helm) gives back exactly the objects in its values."""
+    values = {"objects": accounts(members)}
+    rendered = subprocess.run(
+        [str(helm()), "template", ACCOUNTS_RELEASE, str(ROOT / OBJECTS_CHART), "--values", "-"],
+        input=json.dumps(values),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert [d for d in yaml.safe_load_all(rendered.stdout) if d] == values["objects"]
 
 
 def test_removing_a_member_removes_only_their_token_and_account() -> None:

@@ -283,9 +283,10 @@ class VClusterTenant(pulumi.ComponentResource):
         return pulumi.Output.secret(pulumi.Output.all(**tokens))
 
     def _member_kubeconfigs(self, parts: Sequence[Any]) -> dict[str, str]:
+        """`parts`: the team kubeconfig and member -> token."""
         team_kubeconfig, tokens = parts
         return {
-            member: member_kubeconfig(f"{self._tenant}-{member}", [team_kubeconfig, token])
+            member: member_kubeconfig(f"{self._tenant}-{member}", team_kubeconfig, token)
             for member, token in tokens.items()
         }
 

@@ -50,7 +50,7 @@ def token_secret_name(member: str) -> str:
 def accounts(members: Sequence[str]) -> list[dict[str, Any]]:
     """The namespace, each member's ServiceAccount and their cluster-admin binding: what the team's release
     holds. Helm, not Pulumi, manages them, so they carry the platform's part-of label alone (Helm sets
-    managed-by to itself: helm/helm pkg/action/validate.go setMetadataVisitor @v3.20.2)."""
+    managed-by to itself: helm/helm pkg/action/validate.go setMetadataVisitor @v3.18.6)."""
     ordered = sorted(members)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MEMBERS_NAMESPACE, "labels": PART_OF}}
     service_accounts = [
@@ -89,8 +89,6 @@ def member_token(data: dict[str, str]) -> str:
     return base64.b64decode(data["token"]).decode()
 
 
-def member_kubeconfig(user: str, parts: Sequence[Any]) -> str:
-    """The team kubeconfig's cluster (its endpoint and CA), reached with the member's token: `parts` is the team
-    kubeconfig and the member's token."""
-    team_kubeconfig, token = parts
+def member_kubeconfig(user: str, team_kubeconfig: str, token: str) -> str:
+    """The team kubeconfig's cluster (its endpoint and CA), reached with the member's token."""
     return with_token(team_kubeconfig, user, token)
