@@ -112,6 +112,7 @@ def install_kai_crds(admin: Kube) -> None:
                         admin.apply(document, manager="helm")
     for name in ("podgroups.scheduling.run.ai", "queues.scheduling.run.ai"):
         assert cluster.wait_for(functools.partial(_established, admin, name), 60), f"CRD {name} not established"
+        assert cluster.wait_for(functools.partial(_discovered, admin, name), 60), f"CRD {name} not discovered"
     admin.forget_discovery()
 
 
@@ -119,6 +120,24 @@ def _established(admin: Kube, name: str) -> bool:
     crd = admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
     conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def _discovered(admin: Kube, name: str) -> bool:
+    """Every served version of the CRD lists it in discovery. That comes a moment after Established: a CRD deleted
+    and made again has answered 404 for its group version in between (the API server's discovery handlers are
+    updated on their own)."""
+    crd = admin.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+    spec = crd["spec"]
+    for version in (v["name"] for v in spec["versions"] if v.get("served")):
+        try:
+            listed = admin.request("GET", f"/apis/{spec['group']}/{version}").get("resources", [])
+        except ApiError as error:
+            if error.code == 404:
+                return False
+            raise
+        if spec["names"]["plural"] not in {r["name"] for r in listed}:
+            return False
+    return True
 
 
 def serve_kai_webhook(state: Path, admin: Kube) -> None:
