@@ -6,8 +6,7 @@ recorded resources again, each by its type's SDK class with its recorded inputs 
 costs what those resources cost whatever program makes them; the difference from the program's own run is
 what the program itself adds (its config, plan, values and the outputs that wire its resources together).
 
-Providers are left out (one stands for all) and components come back as bare components, so the replay
-registers one resource fewer per provider.
+One provider stands for all of the program's, and components come back as bare components.
 """
 
 import importlib
