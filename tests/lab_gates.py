@@ -79,7 +79,7 @@ def run_gate(
 ) -> Outcome:
     """The gate's Job run to its end in the lab: passed, and each pod's steps with what each said."""
     job, parts = _gate_parts(run, job_name)
-    manifest = _job_manifest(job, backoff_limit=backoff_limit, restart_policy=restart_policy)
+    manifest = job_manifest(job, backoff_limit=backoff_limit, restart_policy=restart_policy)
     namespace = manifest["metadata"]["namespace"]
     for where in {namespace, *(r.inputs.get("metadata", {}).get("namespace") for r in parts)} - {None}:
         ensure_namespace(lab, where)
@@ -92,7 +92,7 @@ def run_gate(
     return Outcome(passed, _pods(lab, namespace, name))
 
 
-def _job_manifest(job: Registration, *, backoff_limit: int | None, restart_policy: str | None) -> Json:
+def job_manifest(job: Registration, *, backoff_limit: int | None, restart_policy: str | None) -> Json:
     found = manifest(job)
     assert found is not None
     spec = found["spec"]

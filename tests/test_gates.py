@@ -31,7 +31,7 @@ from harness.lab.processes import free_port
 from harness.lab.stages import FAKE_NODE_ANNOTATION
 from tests.conftest import FAKE_KUBECONFIG, queue_schema_errors
 from tests.lab import Lab, ensure_namespace, private_lab
-from tests.lab_gates import run_gate
+from tests.lab_gates import job_manifest, run_gate
 from tests.stacks import releases
 
 JOB = "kubernetes:batch/v1:Job"
@@ -692,3 +692,18 @@ def test_a_gate_owns_its_account_access_files_and_job_on_the_provider_it_is_give
 def test_a_gate_runs_as_an_existing_account_or_its_own_never_both() -> None:
     with pytest.raises(Exception, match="existing account or is granted its own"):
         _standalone_gate(service_account="someone")
+
+
+def test_a_manifest_made_from_a_shared_run_leaves_that_run_as_it_was() -> None:
+    """The lab's gate runs shorten a Job's deadline, retries and waits in the manifest they apply. The run they read
+    is the session's shared one (run_main's cache), which the engine-rule tests plan from afterwards: changed in
+    place, every gate looked edited and was planned as replaced, in whichever worker ran the lab gates first."""
+    run = run_main(dev_settings())
+    job = run.one("kubernetes:batch/v1:Job", "host-gpu-gate")
+    before = json.dumps(job.inputs, sort_keys=True)
+    applied = job_manifest(job, backoff_limit=0, restart_policy="OnFailure")
+    assert applied["spec"]["backoffLimit"] == 0
+    assert (
+        json.dumps(run_main(dev_settings()).one("kubernetes:batch/v1:Job", "host-gpu-gate").inputs, sort_keys=True)
+        == before
+    )

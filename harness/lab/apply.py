@@ -21,6 +21,7 @@ DIR/tenants/<team>/kubeconfig.
 """
 
 import concurrent.futures
+import copy
 import datetime
 import hashlib
 import ipaddress
@@ -159,11 +160,12 @@ class LabMocks(RealisticMocks):
 
 
 def manifest(registration: Registration) -> Json | None:
-    """The object a `kubernetes:` registration stands for, or None for a release, a provider or a component."""
+    """The object a `kubernetes:` registration stands for, or None for a release, a provider or a component. A
+    copy to change at will: the registration may be a cached run's, which other tests read after this one."""
     package, _, kind = registration.type.partition(":")[2].rpartition(":")
     if not registration.type.startswith("kubernetes:") or registration.type == RELEASE:
         return None
-    inputs = dict(registration.inputs)
+    inputs = copy.deepcopy(registration.inputs)
     if kind.endswith("Patch"):
         kind = kind.removesuffix("Patch")
     if "apiVersion" in inputs and "kind" in inputs and registration.type.startswith("kubernetes:apiextensions"):

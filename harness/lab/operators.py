@@ -171,14 +171,18 @@ def _operator_kubeconfig(tenant_kubeconfig: Path, token: str, path: Path) -> Non
 
 
 def _command(operator: Operator, binary: Path, scratch: Path) -> Sequence[str]:
-    """Its binary with its arguments, dying with the lab process that runs it; an operator that reads its
-    certificates from a fixed folder under /tmp gets a /tmp of its own (a private mount namespace)."""
+    """Its binary with its arguments, dying with the lab process that runs it. An operator that reads its
+    certificates from a fixed folder gets that folder of its own: the scratch copy mounted over it in a private
+    mount namespace, and nothing else (the rest of /tmp stays the machine's, where a checkout, and so the lab's
+    state and the operator's kubeconfig, may be; the folder itself is left on the machine, empty)."""
     arguments = [a.replace("{free}", str(processes.free_port())) for a in operator.arguments]
     command = ["setpriv", "--pdeathsig", "TERM"]
     if operator.certificates is None:
         return [*command, str(binary), *arguments]
-    (scratch / "tmp").mkdir(parents=True, exist_ok=True)
-    inner = 'mount --bind "$0" /tmp && exec "$@"'
+    folder = operator.certificates.folder
+    copy = scratch / "tmp" / folder.removeprefix("/tmp/")
+    copy.mkdir(parents=True, exist_ok=True)
+    inner = 'mkdir -p "$1" && mount --bind "$0" "$1" && shift && exec "$@"'
     return [
         *command,
         "unshare",
@@ -188,7 +192,8 @@ def _command(operator: Operator, binary: Path, scratch: Path) -> Sequence[str]:
         "sh",
         "-c",
         inner,
-        str(scratch / "tmp"),
+        str(copy),
+        folder,
         str(binary),
         *arguments,
     ]
